@@ -46,10 +46,25 @@ struct Parked {
     /// who learns that it was sent back: the native front that parked it (`crate::front`), else the
     /// Python side (`returned`, `notify_fd`)
     owner: Option<Owner>,
+    /// the owner holds its connection's next request until this one is answered (`Waits::behind`):
+    /// told once it is answered too
+    tell_answered: bool,
 }
 
-/// Told the id of a parked request the table sends back (called without the table's lock).
+/// Told the id of a parked request the table sends back, or answers when asked to tell
+/// (`Waits::behind`) (called without the table's lock).
 pub(crate) type Owner = Arc<dyn Fn(u64) + Send + Sync>;
+
+/// Where a parked request stands for the request its connection sent after it (`Waits::behind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Behind {
+    /// Answered: the next request may be served.
+    Answered,
+    /// Still waiting: its owner is told when it is answered (or sent back).
+    Waiting,
+    /// Sent back to the Python path: the connection serves it there, then what follows.
+    Returned,
+}
 
 /// One answer for the metrics: (parked id, session id, [(topic, record bytes)], seconds waited).
 type AnsweredEntry = (u64, i32, Vec<(String, u64)>, f64);
@@ -65,6 +80,8 @@ struct State {
     woken: Vec<u64>,
     /// ids the wait thread is answering (a `take_back` waits for it)
     serving: HashSet<u64>,
+    /// threads waiting for an id to leave `serving` (the wait thread wakes them per answer then)
+    serving_waiters: usize,
     returned: Vec<u64>,
     answered: Vec<AnsweredEntry>,
     thread_started: bool,
@@ -134,6 +151,24 @@ impl Waits {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wait while the wait thread answers request `id` (microseconds: the answer's send).
+    fn wait_served<'a>(&self, mut st: MutexGuard<'a, State>, id: u64) -> MutexGuard<'a, State> {
+        while st.serving.contains(&id) {
+            st.serving_waiters += 1;
+            st = self.served.wait(st).unwrap_or_else(|p| p.into_inner());
+            st.serving_waiters -= 1;
+        }
+        st
+    }
+
+    /// Request `id` left `serving`: wake whoever waits for it.
+    fn done_serving(&self, st: &mut State, id: u64) {
+        st.serving.remove(&id);
+        if st.serving_waiters > 0 {
+            self.served.notify_all();
+        }
     }
 
     pub(crate) fn notify_fd(&self) -> i32 {
@@ -217,10 +252,7 @@ impl Waits {
     /// Take parked request `id` back (see `FetchRoutes.take_back`), waiting while the wait thread
     /// answers it.
     pub(crate) fn take_back(&self, id: u64) -> Option<u64> {
-        let mut st = self.lock();
-        while st.serving.contains(&id) {
-            st = self.served.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
+        let mut st = self.wait_served(self.lock(), id);
         Self::taken(&mut st, id)
     }
 
@@ -247,22 +279,31 @@ impl Waits {
         self.max_parked > 0 && self.lock().parked.len() < self.max_parked
     }
 
-    /// Whether request `id` is still parked, sent back, or being answered (not answered yet).
-    pub(crate) fn is_parked(&self, id: u64) -> bool {
-        let st = self.lock();
-        st.parked.contains_key(&id) || st.serving.contains(&id)
+    /// Where parked request `id` (its owner's) stands now that its connection sent the next request:
+    /// answered (waiting while the wait thread sends its answer: a client that read it may send the
+    /// next request before the thread is done), sent back, or still waiting, in which case its owner
+    /// is told (`Owner`) once it is answered, not only if it is sent back: the owner holds the next
+    /// request meanwhile, as Kafka mutes a connection while a request of its is in its purgatory.
+    pub(crate) fn behind(&self, id: u64) -> Behind {
+        let mut st = self.wait_served(self.lock(), id);
+        match st.parked.get_mut(&id) {
+            None => Behind::Answered,
+            Some(parked) if parked.returned => Behind::Returned,
+            Some(parked) => {
+                parked.tell_answered = true;
+                Behind::Waiting
+            }
+        }
     }
 
     /// The Python side owns parked request `id` from now on (its connection left the native front):
     /// true if it was sent back already (the connection serves it in Python now).
     pub(crate) fn disown(&self, id: u64) -> bool {
-        let mut st = self.lock();
-        while st.serving.contains(&id) {
-            st = self.served.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
+        let mut st = self.wait_served(self.lock(), id);
         match st.parked.get_mut(&id) {
             Some(parked) => {
                 parked.owner = None;
+                parked.tell_answered = false;
                 parked.returned
             }
             None => false,
@@ -272,10 +313,7 @@ impl Waits {
     /// `owner` (the native front) owns parked request `id` from now on: true, or false if the table
     /// sent it back already (the Python side serves it). An `id` answered already is nobody's: true.
     pub(crate) fn own(&self, id: u64, owner: Owner) -> bool {
-        let mut st = self.lock();
-        while st.serving.contains(&id) {
-            st = self.served.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
+        let mut st = self.wait_served(self.lock(), id);
         match st.parked.get_mut(&id) {
             Some(parked) if parked.returned => false,
             Some(parked) => {
@@ -383,6 +421,7 @@ pub(crate) fn park_on(
         replica: wait.replica,
         returned: false,
         owner,
+        tell_answered: false,
     };
     let mut st = waits.lock();
     if st.stop || st.parked.len() >= waits.max_parked {
@@ -452,10 +491,10 @@ fn run(waits: Arc<Waits>) {
             }
         }
         let routes = waits.routes.lock().unwrap_or_else(|p| p.into_inner()).upgrade();
+        // (each answer wakes whoever waits for it: `done_serving`)
         for (id, parked, expired) in batch {
             answer(&waits, routes.as_deref(), id, parked, expired);
         }
-        waits.served.notify_all();
     }
 }
 
@@ -486,16 +525,22 @@ fn answer(waits: &Waits, routes: Option<&RoutesShared>, id: u64, parked: Parked,
                 let waited = parked.parked_at.elapsed().as_secs_f64();
                 // a closed connection drops it (the Python side cancels the wait as it closes)
                 let _ = parked.conn.send_now(chunks);
-                let mut st = waits.lock();
-                st.answered.push((id, answered.session_id, answered.topic_bytes, waited));
-                st.serving.remove(&id);
+                {
+                    let mut st = waits.lock();
+                    st.answered.push((id, answered.session_id, answered.topic_bytes, waited));
+                    waits.done_serving(&mut st, id);
+                }
+                // its owner holds the connection's next request until now
+                if let (true, Some(owner)) = (parked.tell_answered, &parked.owner) {
+                    owner(id);
+                }
                 return;
             }
             send_back(waits, id, parked);
         }
         Served::Wait(wait) => {
             let mut st = waits.lock();
-            st.serving.remove(&id);
+            waits.done_serving(&mut st, id);
             Waits::link(&mut st, id, parked, &wait.read_at);
         }
         Served::NotServed => send_back(waits, id, parked),
@@ -523,7 +568,7 @@ fn send_back(waits: &Waits, id: u64, mut parked: Parked) {
         if owner.is_none() {
             st.returned.push(id);
         }
-        st.serving.remove(&id);
+        waits.done_serving(&mut st, id);
     }
     if let Some(owner) = owner {
         owner(id);

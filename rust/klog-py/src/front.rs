@@ -28,7 +28,7 @@ use pyo3::types::PyBytes;
 use klog_core::front::{is_fetch, offered_natively, peek_large_produce, FrontMemory, InBuf, LargePeek, Next};
 use klog_core::socket_writer::{Chunk, Conn as SendQueue};
 
-use crate::fetch_wait::{chunks_of, park_on, Owner};
+use crate::fetch_wait::{chunks_of, park_on, Behind, Owner};
 use crate::native_fetch::{commit_session, serve as serve_fetch, Judge, PyFetchRoutes, RoutesShared, Served};
 use crate::native_produce::{serve_frame, Answer, NoHooks, PyProduceRoutes};
 use crate::socket_writer::PySocketQueue;
@@ -219,10 +219,12 @@ fn serve_connection(shared: &Shared, id: u64, spare: &mut Vec<u8>) {
     conn.buf.lend(spare);
     match read_available(conn) {
         Read::Bytes => {}
-        Read::Nothing => {
+        // (frames held behind a long poll the table has just answered are served now)
+        Read::Nothing if conn.parked.is_none() || conn.buf.is_empty() => {
             conn.buf.give_back(spare);
             return;
         }
+        Read::Nothing => {}
         Read::Full => give_back = true,
         Read::Ended => {
             give_back = true;
@@ -233,13 +235,18 @@ fn serve_connection(shared: &Shared, id: u64, spare: &mut Vec<u8>) {
     let enabled = shared.enabled.load(Ordering::Acquire);
     while !give_back {
         let next = conn.buf.next_frame();
-        // a long poll parked from here is answered before anything after it is served
+        // a long poll parked from here is answered before anything after it is served: the next frame
+        // waits here, read but not served, until the table tells it answered (`give_back_returned`);
+        // the connection stays with the front (it goes to the event loop only if the poll is sent back)
         if let (Some((parked, _)), Some(fetch), false) = (&conn.parked, &shared.fetch, next == Next::Incomplete) {
-            if fetch.routes.waits.is_parked(*parked) {
-                give_back = true;
-                break;
+            match fetch.routes.waits.behind(*parked) {
+                Behind::Answered => conn.parked = None,
+                Behind::Waiting => break,
+                Behind::Returned => {
+                    give_back = true;
+                    break;
+                }
             }
-            conn.parked = None;
         }
         let len = match next {
             Next::Incomplete => break,
@@ -378,8 +385,9 @@ fn answers_held(shared: &Shared, id: u64) -> bool {
     lock(&shared.pending).held.iter().any(|(c, _, _)| *c == id) || lock(&shared.taken).iter().any(|(c, _, _)| *c == id)
 }
 
-/// Give back the connections whose long polls the wait table sent back: the event loop serves them.
-fn give_back_returned(shared: &Shared) {
+/// The connections whose long polls the wait table sent back (given back: the event loop serves them),
+/// or answered while the connection's next request waited behind it (served now).
+fn give_back_returned(shared: &Shared, spare: &mut Vec<u8>) {
     let Some(fetch) = &shared.fetch else {
         return;
     };
@@ -388,18 +396,24 @@ fn give_back_returned(shared: &Shared) {
     if ids.is_empty() {
         return;
     }
-    let mut conns = lock(&shared.conns);
-    let holders: Vec<u64> = conns
+    let holders: Vec<u64> = lock(&shared.conns)
         .iter()
         .filter(|(_, c)| c.parked.as_ref().is_some_and(|(p, _)| ids.contains(p)))
         .map(|(id, _)| *id)
         .collect();
-    // (a connection given back meanwhile took its long poll with it: the event loop owns it)
+    // (a connection given back meanwhile took its long poll with it: the event loop owns it); one sent
+    // back is given back at its next frame, or now if it has none yet
     for id in holders {
-        let mut conn = conns.remove(&id).expect("present");
-        let parked = conn.parked.take();
-        lock(&shared.pending).handoffs.push((id, conn.buf.rest().to_vec(), false, parked));
-        shared.forget(conn);
+        serve_connection(shared, id, spare);
+        let mut conns = lock(&shared.conns);
+        let Some(conn) = conns.get(&id) else { continue };
+        let returned = conn.parked.as_ref().is_some_and(|(p, _)| fetch.routes.waits.behind(*p) == Behind::Returned);
+        if returned {
+            let mut conn = conns.remove(&id).expect("present");
+            let parked = conn.parked.take();
+            lock(&shared.pending).handoffs.push((id, conn.buf.rest().to_vec(), false, parked));
+            shared.forget(conn);
+        }
     }
 }
 
@@ -485,7 +499,7 @@ fn run(shared: Arc<Shared>) {
                 continue;
             }
             if token == RETURNED_TOKEN {
-                give_back_returned(&shared);
+                give_back_returned(&shared, &mut spare);
                 continue;
             }
             serve_connection(&shared, token, &mut spare);
