@@ -5,7 +5,7 @@ __version__: str
 class CorruptRecordError(ValueError): ...
 
 # --- produce checks (the Produce request's rules, Kafka's LogValidator rules) -----------------
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, final
 
 class InvalidRecordError(ValueError):
@@ -182,6 +182,11 @@ class FetchRoutes:
         """The parked long polls the table sends back to the Python path (their ids)."""
     def take_answered(self) -> list[tuple[int, int, list[tuple[str, int]], float]]:
         """(parked id, session id, [(topic, record bytes)], seconds waited) per answer since the last call."""
+    def take_answered_summary(
+        self, bounds_ms: Sequence[float]
+    ) -> tuple[int, list[tuple[int, int]], list[tuple[str, int, int]], list[int], float]:
+        """``take_answered`` summed: (answers, [(session id, answers)], [(topic, record bytes, topic entries)], the
+        answers' times in ms counted into the histogram buckets ``bounds_ms`` (as ``bisect_left``), their sum)."""
     @property
     def wait_notify_fd(self) -> int:
         """An eventfd readable when ``take_returned`` has ids (-1 off Linux)."""

@@ -134,6 +134,21 @@ class BrokerMetrics:
         for ms in elapsed_ms:
             observe(ms)
 
+    #: the request-time histograms' bucket bounds (ms), for counts made elsewhere (:meth:`requests_counted`)
+    request_time_bounds = REQUEST_TIME_BUCKETS_MS
+
+    def requests_counted(self, api_key: int, counts: Sequence[int], total_ms: float) -> None:
+        """Requests of ``api_key`` already counted into :attr:`request_time_bounds`' buckets (the native wait
+        table's answers, summed there): ``counts`` per bucket, the sum of their times in ms."""
+        histogram = self.request_time_ms.get(api_key)
+        if histogram is None:
+            histogram = self.request_time_ms[api_key] = Histogram(REQUEST_TIME_BUCKETS_MS)
+        mine = histogram.counts
+        for i, n in enumerate(counts):
+            if n:
+                mine[i] += n
+        histogram.total += total_ms
+
     def topic(self, name: str) -> TopicCounters:
         counters = self.topics.get(name)
         if counters is None:
@@ -169,6 +184,14 @@ class BrokerMetrics:
             counters = self.topics.get(topic_entry["topic"]) or self.topic(topic_entry["topic"])
             counters.bytes_out += nbytes
             counters.fetch_requests += 1
+
+    def fetched_natively_totals(self, topics: Sequence[tuple[str, int, int]]) -> None:
+        """Count many Fetch responses the native path answered, summed per topic: (topic, record bytes, topic
+        entries), as :meth:`fetched_natively` counts each."""
+        for topic, nbytes, entries in topics:
+            counters = self.topics.get(topic) or self.topic(topic)
+            counters.bytes_out += nbytes
+            counters.fetch_requests += entries
 
     def fetched_natively(self, topic_bytes: Sequence[tuple[str, int]]) -> None:
         """Count a Fetch response the native path answered as :meth:`fetched` counts one: (topic, record bytes) of

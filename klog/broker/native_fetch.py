@@ -167,18 +167,20 @@ def parked_fetches(state: BrokerState, loop: Any) -> ParkedFetches | None:
 
 def drain_answered(state: BrokerState, broker: Any, metrics: Any) -> None:
     """Count what the native wait table answered since the last call as :func:`account` counts an answer: the
-    topics' bytes and fetch requests, the request's time (``metrics.request_done``), a session's use."""
+    topics' bytes and fetch requests, the request's time (``metrics.request_time_ms``), a session's use; summed
+    by the table (one call however many answers, no Python object per answer)."""
     routes = state.partitions.fetch_routes
     if routes is None:
         return
-    answered = routes.take_answered()
+    bounds = () if metrics is None else metrics.request_time_bounds
+    answered, sessions, topics, buckets, total_ms = routes.take_answered_summary(bounds)
     if not answered:
         return
-    now_ms = int(time.monotonic() * 1000)
-    for _parked_id, session_id, topic_bytes, waited_s in answered:
-        if session_id:
+    if sessions:
+        now_ms = int(time.monotonic() * 1000)
+        for session_id, uses in sessions:
             state.fetch_sessions.touch(session_id, now_ms)
-            broker.native_fetch_session_requests += 1
-        if metrics is not None:
-            metrics.fetched_natively(topic_bytes)
-            metrics.request_done(FETCH_KEY, waited_s)
+            broker.native_fetch_session_requests += uses
+    if metrics is not None:
+        metrics.fetched_natively_totals(topics)
+        metrics.requests_counted(FETCH_KEY, buckets, total_ms)

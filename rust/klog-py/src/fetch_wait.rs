@@ -51,6 +51,11 @@ struct Parked {
     tell_answered: bool,
 }
 
+/// How late the wait thread may answer a parked request at its deadline, so that one wake-up
+/// answers every request due within this span (at a thousand caught-up polls a second, about five a
+/// wake-up instead of one; Kafka's purgatory ticks every millisecond, behind its request queue).
+const EXPIRY_BATCH: Duration = Duration::from_millis(5);
+
 /// Told the id of a parked request the table sends back, or answers when asked to tell
 /// (`Waits::behind`) (called without the table's lock).
 pub(crate) type Owner = Arc<dyn Fn(u64) + Send + Sync>;
@@ -68,6 +73,10 @@ pub(crate) enum Behind {
 
 /// One answer for the metrics: (parked id, session id, [(topic, record bytes)], seconds waited).
 type AnsweredEntry = (u64, i32, Vec<(String, u64)>, f64);
+
+/// `Waits::take_answered_summary`'s: (answers, [(session id, answers)], [(topic, record bytes, topic
+/// entries)], histogram bucket counts, total ms).
+pub(crate) type AnsweredSummary = (u64, Vec<(i32, u64)>, Vec<(String, u64, u64)>, Vec<u64>, f64);
 
 #[derive(Default)]
 struct State {
@@ -344,6 +353,38 @@ impl Waits {
         std::mem::take(&mut self.lock().answered)
     }
 
+    /// `take_answered` summed for the metrics, without an object per answer: (answers, [(session id,
+    /// answers)], [(topic, record bytes, topic entries)], the answers' times in ms counted into the
+    /// histogram buckets `bounds_ms` (as Python's `bisect_left`; one more, over the last), their sum).
+    pub(crate) fn take_answered_summary(&self, bounds_ms: &[f64]) -> AnsweredSummary {
+        let answered = self.take_answered();
+        let mut sessions: Vec<(i32, u64)> = Vec::new();
+        let mut topics: Vec<(String, u64, u64)> = Vec::new();
+        let mut buckets = vec![0u64; bounds_ms.len() + 1];
+        let mut total_ms = 0.0;
+        for (_, session_id, topic_bytes, waited_s) in &answered {
+            if *session_id != 0 {
+                match sessions.iter_mut().find(|(s, _)| s == session_id) {
+                    Some(entry) => entry.1 += 1,
+                    None => sessions.push((*session_id, 1)),
+                }
+            }
+            for (topic, bytes) in topic_bytes {
+                match topics.iter_mut().find(|(t, _, _)| t == topic) {
+                    Some(entry) => {
+                        entry.1 += bytes;
+                        entry.2 += 1;
+                    }
+                    None => topics.push((topic.clone(), *bytes, 1)),
+                }
+            }
+            let ms = waited_s * 1000.0;
+            buckets[bounds_ms.partition_point(|b| *b < ms)] += 1;
+            total_ms += ms;
+        }
+        (answered.len() as u64, sessions, topics, buckets, total_ms)
+    }
+
     pub(crate) fn stats(&self) -> (usize, u64, u64, u64, u64) {
         let parked = self.lock().parked.len();
         (
@@ -456,7 +497,8 @@ fn run(waits: Arc<Waits>) {
                     return;
                 }
                 let now = Instant::now();
-                let first = st.deadlines.first().map(|(d, _)| *d);
+                // due: the first deadline, then those within EXPIRY_BATCH after it, answered together
+                let first = st.deadlines.first().map(|(d, _)| *d + EXPIRY_BATCH);
                 if !st.woken.is_empty() || first.is_some_and(|d| d <= now) {
                     break;
                 }

@@ -328,6 +328,14 @@ impl PyFetchRoutes {
         self.shared.waits.take_answered()
     }
 
+    /// `take_answered` summed (one call per event-loop wake-up, no object per answer): (answers,
+    /// [(session id, answers)], [(topic, record bytes, topic entries)], the answers' times in ms
+    /// counted into the histogram buckets `bounds_ms` (as `bisect_left`, the last over every bound),
+    /// their sum in ms).
+    fn take_answered_summary(&self, bounds_ms: Vec<f64>) -> crate::fetch_wait::AnsweredSummary {
+        self.shared.waits.take_answered_summary(&bounds_ms)
+    }
+
     /// Readable when `take_returned` has ids (an eventfd; -1 off Linux).
     #[getter]
     fn wait_notify_fd(&self) -> i32 {
