@@ -416,6 +416,42 @@ def _until(condition: Any, timeout: float = 10.0) -> bool:
     return condition()
 
 
+def test_a_large_frame_the_front_gives_back_while_request_memory_is_full_waits_for_room_and_is_answered_in_order():
+    """Bytes the front gives back (Connection.from_front) holding a large request that must wait for request memory.
+    One connection's idempotent 300 KB Produce, half sent, holds 300,000 of the broker's 400,000 request bytes (the
+    front gives such a frame back from its first bytes: the event loop admits it). Another connection, the front's,
+    sends a 200 KB Produce to a partition not routed yet and a small one after it: the front reads the large one
+    whole (into a buffer it grows), gives it back, and the event loop cannot admit it. It waits (it was closed over an
+    internal error: the reader's buffer full of a frame waiting for admission); once the first request completes, both
+    are answered, in order, and their records are in the log."""
+    with klog.Broker(config={**FRONT, "queued.max.request.bytes": 400_000}) as broker:
+        routed, fresh = f"routed-{uuid.uuid4().hex[:6]}", f"fresh-{uuid.uuid4().hex[:6]}"
+        create_topics(broker, {routed: {}, fresh: {}})
+        with WireClient(broker.host, broker.port) as sender, WireClient(broker.host, broker.port) as holder:
+            for cid in (1, 2):   # the first routes the partition; after the second the connection is the front's
+                sender.send_raw(produce_frame(9, cid, [(routed, [(0, batch())])]))
+                assert error_codes(sender.read_frame(), 9) == [0]
+            assert _until(lambda: broker.stats()["native_front_connections"] >= 1)
+            held = produce_frame(9, 10, [(routed, [(1, batch(size=300_000, producer_id=9300, producer_epoch=0,
+                                                            base_sequence=0))])])
+            holder.send_raw(held[:150_000])
+            assert _until(lambda: broker.stats()["request_bytes_held"] >= 300_000), broker.stats()
+            handoffs = broker.stats()["native_front_handoffs"]
+            large = _frame_of_size(200_000, fresh, 11)
+            sender.send_raw(large + produce_frame(9, 12, [(fresh, [(0, batch())])]))
+            # read whole by the front (its buffer grown for it), then given back: the partition is not routed
+            assert _until(lambda: broker.stats()["native_front_held_bytes_peak"] >= 200_004
+                          and broker.stats()["native_front_handoffs"] > handoffs), broker.stats()
+            holder.send_raw(held[150_000:])
+            assert error_codes(holder.read_frame(), 9) == [0]
+            answers = [sender.read_frame(), sender.read_frame()]
+            assert [struct.unpack(">i", a[:4])[0] for a in answers] == [11, 12]
+            assert [error_codes(a, 9) for a in answers] == [[0], [0]]
+        batches = fetch_raw(broker.host, broker.port, fresh, 0)
+        assert [len(b.records) for b in batches] == [1, 1]
+        assert len(batches[0].records[0].value) > 190_000
+
+
 def test_a_connection_closed_mid_frame_is_closed_and_the_front_lets_it_go(pair):
     front = pair.brokers[0]
     server = front._require()

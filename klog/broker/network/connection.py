@@ -162,6 +162,9 @@ class Connection(asyncio.BufferedProtocol):
         self.front_owned = False
         #: bytes the front gave back are being fed to the reader (not handed to the front meanwhile)
         self._from_front = False
+        #: what is left of the bytes the front gave back while a large request among them waits for request memory
+        #: (queued.max.request.bytes): read, before the socket, once it is admitted
+        self._front_rest: memoryview | None = None
         #: Produce requests in a row the front gave back as ones it never serves (an idempotent producer's), and until
         #: when (time.monotonic()) the connection stays on the event loop because of them
         self._front_declined = 0
@@ -259,6 +262,15 @@ class Connection(asyncio.BufferedProtocol):
         if bad_frame is not None:
             self.close(bad_frame)
             return
+        rest = self._front_rest
+        if rest is not None and not self._from_front and self.memory.wait is None:
+            # the large request the front's bytes stopped at was admitted: the rest of them, before the socket
+            self._front_rest = None
+            self._from_front = True
+            try:
+                self._feed(rest)
+            finally:
+                self._from_front = False
         wakeup = self._wakeup
         if self.frames and wakeup is not None and not wakeup.done():
             # The connection's task is idle (every earlier request answered): answer synchronous requests
@@ -292,6 +304,7 @@ class Connection(asyncio.BufferedProtocol):
         if self._continuation is not None:
             self._continuation.close()  # never started: nothing to finish
             self._continuation = None
+        self._front_rest = None
 
     def pause_writing(self) -> None:
         self.writer.write_paused = True
@@ -324,7 +337,8 @@ class Connection(asyncio.BufferedProtocol):
         assert front is not None
         parked = self._parked
         if self.closed or self.front_owned or self.frames or self._continuation is not None \
-                or (parked is not None and not front.fetch) or self.pipeline.answers or self._throttles:
+                or self._front_rest is not None or (parked is not None and not front.fetch) or self.pipeline.answers \
+                or self._throttles:
             return
         requests = self.requests
         writer = self.writer
@@ -380,17 +394,9 @@ class Connection(asyncio.BufferedProtocol):
         assert transport is not None
         transport.resume_reading()
         self.last_active = time.monotonic()
-        reader = self.requests.reader
-        view = memoryview(data)
-        pos, end = 0, len(view)
         self._from_front = True
         try:
-            while pos < end and not self.closed:
-                buf = reader.get_buffer()
-                n = min(len(buf), end - pos)
-                buf[:n] = view[pos:pos + n]
-                pos += n
-                self.buffer_updated(n)
+            self._feed(memoryview(data))
         finally:
             self._from_front = False
         if returned and parked is not None:
@@ -399,6 +405,22 @@ class Connection(asyncio.BufferedProtocol):
         if self._front is not None and not self.closed and not self.frames and self._continuation is None \
                 and wakeup is not None and not wakeup.done():
             self._to_front()
+
+    def _feed(self, data: memoryview) -> None:
+        """Read ``data`` (bytes the front gave back) as if received. A large request among them that request memory
+        does not admit yet stops it (the reader's buffer holds no more than the start of that request): the rest
+        waits in ``_front_rest`` (the socket is paused meanwhile) and is read once it is admitted (``_cut_frames``)."""
+        reader = self.requests.reader
+        pos, end = 0, len(data)
+        while pos < end and not self.closed:
+            if self.memory.wait is not None:
+                self._front_rest = data[pos:]
+                return
+            buf = reader.get_buffer()
+            n = min(len(buf), end - pos)
+            buf[:n] = data[pos:pos + n]
+            pos += n
+            self.buffer_updated(n)
 
     def _note_front_declined(self, data: bytes) -> None:
         """Given back at a Produce the front never serves (an idempotent or transactional producer's: its next one
