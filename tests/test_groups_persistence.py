@@ -152,10 +152,10 @@ async def test_share_group_membership_survives_a_coordinator_restart(tmp_path):
                             subscribed_topic_names=["t"])
         assert r.error_code == 0, r
         epochs[mid] = r.member_epoch
-    assert list(epochs.values()) == [1, 2, 3]
-    r = await java.call(SGH, 1, group_id="sg", member_id=ids[0], member_epoch=1, rack_id=None,
+    assert list(epochs.values()) == [2, 3, 4]   # a new group starts at epoch 1, as Kafka's
+    r = await java.call(SGH, 1, group_id="sg", member_id=ids[0], member_epoch=2, rack_id=None,
                         subscribed_topic_names=None)
-    assert (r.error_code, r.member_epoch) == (0, 3)
+    assert (r.error_code, r.member_epoch) == (0, 4)
     r = await java.call(SGH, 1, group_id="sg", member_id=ids[2], member_epoch=-1, rack_id=None,
                         subscribed_topic_names=None)
     assert r.error_code == 0
@@ -167,27 +167,27 @@ async def test_share_group_membership_survives_a_coordinator_restart(tmp_path):
         java.coordinator = coord
         after = await java.call(SGD, 1, group_ids=["sg"], include_authorized_operations=False)
         g = after.groups[0]
-        assert (g.error_code, g.group_epoch, g.assignment_epoch) == (0, 4, 3)
+        assert (g.error_code, g.group_epoch, g.assignment_epoch) == (0, 5, 4)
         assert [(m.member_id, m.member_epoch, m.client_id) for m in g.members] == \
             [(m.member_id, m.member_epoch, m.client_id) for m in before.groups[0].members]
         assert {m.member_id: [(t.topic_name, sorted(t.partitions)) for t in m.assignment.topic_partitions]
                 for m in g.members} == {ids[0]: [("t", [0, 1])], ids[1]: [("t", [2, 3])]}   # the simple assignor's
         assert coord.groups["sg"].initialized == {coord.topic_catalog().by_name["t"][0]: {0, 1, 2, 3}}
-        # ids[1] still has epoch 2 (its previous one is 0): it moves to the assignment epoch; ids[0] heartbeats on
-        r = await java.call(SGH, 1, group_id="sg", member_id=ids[1], member_epoch=2, rack_id=None,
+        # ids[1] still has epoch 3 (its previous one is 0): it moves to the assignment epoch; ids[0] heartbeats on
+        r = await java.call(SGH, 1, group_id="sg", member_id=ids[1], member_epoch=3, rack_id=None,
                             subscribed_topic_names=None)
-        assert (r.error_code, r.member_epoch) == (0, 4)
-        r = await java.call(SGH, 1, group_id="sg", member_id=ids[0], member_epoch=3, rack_id=None,
+        assert (r.error_code, r.member_epoch) == (0, 5)
+        r = await java.call(SGH, 1, group_id="sg", member_id=ids[0], member_epoch=4, rack_id=None,
                             subscribed_topic_names=None)
-        assert (r.error_code, r.member_epoch) == (0, 4)
+        assert (r.error_code, r.member_epoch) == (0, 5)
         # the previous epoch is accepted (its answer may have been lost); an older one is fenced
-        r = await java.call(SGH, 1, group_id="sg", member_id=ids[0], member_epoch=3, rack_id=None,
+        r = await java.call(SGH, 1, group_id="sg", member_id=ids[0], member_epoch=4, rack_id=None,
                             subscribed_topic_names=None)
-        assert (r.error_code, r.member_epoch) == (0, 4)
-        r = await java.call(SGH, 1, group_id="sg", member_id=ids[0], member_epoch=1, rack_id=None,
+        assert (r.error_code, r.member_epoch) == (0, 5)
+        r = await java.call(SGH, 1, group_id="sg", member_id=ids[0], member_epoch=2, rack_id=None,
                             subscribed_topic_names=None)
         assert r.error_code == E.FENCED_MEMBER_EPOCH
-        r = await java.call(SGH, 1, group_id="sg", member_id=ids[2], member_epoch=3, rack_id=None,
+        r = await java.call(SGH, 1, group_id="sg", member_id=ids[2], member_epoch=4, rack_id=None,
                             subscribed_topic_names=None)
         assert r.error_code == E.UNKNOWN_MEMBER_ID   # it left before the restart
         for mid in ids[:2]:

@@ -448,6 +448,45 @@ def test_share_apis_advertised_as_kafka_4_3(broker):
                                        85: (0, 1), 86: (0, 0), 87: (0, 1), 90: (0, 1), 91: (0, 0), 92: (0, 0)}
 
 
+def test_share_group_epochs_start_as_kafkas(broker):
+    """A new share group starts at epoch 1 (Kafka 4.3.1's ModernGroup): its first member joins at group epoch 2;
+    a second one joining within share.assignment.interval.ms bumps the group epoch to 3 and stays at the
+    assignment epoch 2 (ShareGroupHeartbeat and ShareGroupDescribe, as Kafka answers)."""
+    import asyncio
+
+    from klog.protocol import Struct
+
+    topic = _topic(broker, partitions=2)
+    group = f"epochs-{topic}"
+
+    async def run():
+        async with one_connection(broker) as conn:
+            async def join():
+                return await conn.request(76, Struct(group_id=group, member_id=str(uuid.uuid4()), member_epoch=0,
+                                                     rack_id=None, subscribed_topic_names=[topic]), version=1)
+
+            async def describe():
+                d = await conn.request(77, Struct(group_ids=[group], include_authorized_operations=False),
+                                       version=1)
+                return [(g.error_code, g.group_epoch, g.assignment_epoch) for g in d.groups]
+
+            deadline = time.monotonic() + 30
+            while True:   # a new broker creates __consumer_offsets on FindCoordinator, then loads it
+                await conn.request(10, Struct(key="", key_type=0, coordinator_keys=[group]), version=4)
+                first = await join()
+                if first.error_code not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                            ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR) \
+                        or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.2)
+            after_first = await describe()
+            second = await join()
+            return (first.error_code, first.member_epoch), after_first, \
+                (second.error_code, second.member_epoch), await describe()
+
+    assert asyncio.run(run()) == ((0, 2), [(0, 2, 2)], (0, 2), [(0, 3, 2)])
+
+
 def test_confluent_kafka_share_consumer(broker):
     """librdkafka's ShareConsumer (confluent-kafka 2.16+): two members share a partition, every record seen
     once when accepted; a RELEASE comes back with delivery count 2."""

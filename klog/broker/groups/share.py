@@ -83,6 +83,9 @@ class ShareGroup(ModernGroup[ShareMember]):
         target_assignment_member=R.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, member_metadata=R.SHARE_GROUP_MEMBER_METADATA,
         current_member_assignment=R.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
         group_extra=R.SHARE_GROUP_STATE_PARTITION_METADATA)
+    #: Kafka 4.3.1's ModernGroup starts at group epoch 1 and target assignment epoch 1: the first member's join
+    #: bumps it to 2 (tests/test_share_groups.py::test_share_group_epochs_start_as_kafkas)
+    initial_epoch = 1
 
     def __init__(self, group_id: str) -> None:
         super().__init__(group_id)
