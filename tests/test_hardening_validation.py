@@ -486,6 +486,10 @@ def _peak_rss_bytes(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
+#: round trips of the other client during the big request that show the event loop kept serving it
+MANY_ROUND_TRIPS = 20
+
+
 def test_a_5mb_batch_of_millions_of_keyless_records_is_refused_while_others_are_served(broker):
     records = 6_000_000
     ((batch, count),) = encode_columns([b""] * records, None, compression="zstd", max_batch_bytes=1 << 31,
@@ -525,11 +529,13 @@ def test_a_5mb_batch_of_millions_of_keyless_records_is_refused_while_others_are_
     print(f"big request: {done - sent:.3f}s; other client: {len(during)} round trips meanwhile, slowest "
           f"{slowest * 1000:.1f} ms; broker peak RSS {rss_before >> 20} -> {_peak_rss_bytes(broker.pid) >> 20} MiB")
     # Served throughout rather than queued behind the validation: round trips completed while the big request
-    # was in the broker, none of them waiting nearly as long as it did (a validation on the event loop makes
-    # one round trip wait for all of it; 3/4, not less, because on a loaded CI machine a produce + fetch round
-    # trip alone has taken 0.4 s beside a 0.57 s big request).
+    # was in the broker, and none waited nearly as long as it did (a validation on the event loop makes one round
+    # trip wait for all of it; 3/4, not less, because on a loaded CI machine a produce + fetch round trip alone
+    # has taken 0.4 s beside a 0.57 s big request) or many completed (a blocked loop completes a few at most,
+    # before and after the block: a fresh-clone CI run saw 166 beside a 0.22 s big request, one of them stalled
+    # 0.17 s on the client's side).
     assert len(during) >= 2
-    assert slowest < (done - sent) * 3 / 4
+    assert slowest < (done - sent) * 3 / 4 or len(during) >= MANY_ROUND_TRIPS, (slowest, done - sent, len(during))
     # Validation streams through a window: nothing near the decompressed size (or the old >1 GB) is held.
     assert _peak_rss_bytes(broker.pid) - rss_before < MAX_DECOMPRESSED
 
