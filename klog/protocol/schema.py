@@ -210,19 +210,19 @@ class ApiSchema:
 
     @property
     def request(self) -> MessageSchema:
-        built = self._request
-        if built is None:
-            built = self._request = MessageSchema(self.name + "Request", self.valid, self.flexible,
-                                                  build_fields(self._definitions[0]))
-        return built
+        if self._request is None:
+            self._request = self._build("Request", 0)
+        return self._request
 
     @property
     def response(self) -> MessageSchema:
-        built = self._response
-        if built is None:
-            built = self._response = MessageSchema(self.name + "Response", self.valid, self.flexible,
-                                                   build_fields(self._definitions[1]))
-        return built
+        if self._response is None:
+            self._response = self._build("Response", 1)
+        return self._response
+
+    def _build(self, kind: str, which: int) -> MessageSchema:
+        """The request's (0) or the response's (1) schema, built on first use."""
+        return MessageSchema(self.name + kind, self.valid, self.flexible, build_fields(self._definitions[which]))
 
     @property
     def min_version(self) -> int:
