@@ -10,6 +10,10 @@ measured in its failovers): it asks again at once, on a new connection (a connec
 
 The hold here is 60 s and the producer gives up after 20 s (room for a loaded CI machine): its acknowledgement comes
 while the held Fetch is still held, so the follower's first fetch of the partition did not wait for it.
+
+Likewise a partition the fetcher leaves out of a round (its replication throttle used up, an error's backoff,
+another fetcher's append under way) is asked again when its wait ends: the Fetch for the others asks the leader to
+hold it no longer than that.
 """
 
 from __future__ import annotations
@@ -41,13 +45,14 @@ def cluster(tmp_path: Path) -> Iterator[KlogCluster]:
         yield started
 
 
-def create_placed(cluster: KlogCluster, replicas: list[int]) -> str:
+def create_placed(cluster: KlogCluster, replicas: list[int], configs: dict[str, str] | None = None) -> str:
     """A 1-partition topic on ``replicas`` (the first leads), once every node names its leader."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     with cluster.wire(replicas[0]) as wire:
         answer = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
             {"name": name, "num_partitions": -1, "replication_factor": -1,
-             "assignments": [{"partition_index": 0, "broker_ids": replicas}], "configs": []}],
+             "assignments": [{"partition_index": 0, "broker_ids": replicas}],
+             "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
             "timeout_ms": 30_000, "validate_only": False}).topics[0]
     assert answer.error_code == 0, answer
     assert cluster.wait_for_leader(name, 0) == replicas[0]
@@ -55,14 +60,15 @@ def create_placed(cluster: KlogCluster, replicas: list[int]) -> str:
     return name
 
 
-def produce_acks_all(cluster: KlogCluster, topic: str, value: bytes) -> list[str]:
-    """One idempotent acks=all record; the delivery errors (none: acknowledged within DELIVERY_TIMEOUT_MS)."""
+def produce_acks_all(cluster: KlogCluster, topic: str, *values: bytes) -> list[str]:
+    """Idempotent acks=all records; the delivery errors (none: acknowledged within DELIVERY_TIMEOUT_MS)."""
     from confluent_kafka import Producer
 
     errors: list[str] = []
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True,
                          "message.timeout.ms": DELIVERY_TIMEOUT_MS})
-    producer.produce(topic, value, on_delivery=lambda err, _msg: errors.append(str(err)) if err else None)
+    for value in values:
+        producer.produce(topic, value, on_delivery=lambda err, _msg: errors.append(str(err)) if err else None)
     assert producer.flush(DELIVERY_TIMEOUT_MS / 1000 + 10) == 0
     return errors
 
@@ -88,3 +94,31 @@ def test_follower_fetches_a_partition_from_its_new_leader_without_waiting_for_th
                           "\n".join(cluster.log_lines(new_leader)[-40:]))
     assert any(f"replica fetcher {new_leader}-0: a partition joined while broker {new_leader} held a fetch" in line
                for line in cluster.log_lines(follower)[seen_before:]), "\n".join(cluster.log_lines(follower)[-30:])
+
+
+#: the follower's replication throttle: a second of it passes at once, then the bucket refills at this rate
+THROTTLE_BYTES_PER_S = 100_000
+
+
+def test_a_throttled_partition_is_fetched_again_when_its_bucket_refills_not_when_the_held_fetch_ends(
+        cluster: KlogCluster) -> None:
+    """A partition the follower's throttle holds back sits out a round; the Fetch for the others, which the leader
+    holds while they get nothing, is asked to wait no longer than the bucket needs, so the throttled partition's
+    acks=all writes pass at the throttled rate, not one bucket's worth per HOLD_MS."""
+    controller = cluster.wait_for_controller()
+    leader = next(n for n in cluster.node_ids if n != controller)
+    follower = controller
+    idle = create_placed(cluster, [leader, follower])   # the follower's fetches of it are held: nothing is written
+    throttled = create_placed(cluster, [leader, follower],
+                              {"follower.replication.throttled.replicas": f"0:{follower}"})
+    with cluster.wire(leader) as wire:
+        answer = wire.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+            "resource_type": 4, "resource_name": str(follower), "configs": [{
+                "name": "follower.replication.throttled.rate", "config_operation": 0,
+                "value": str(THROTTLE_BYTES_PER_S)}]}], "validate_only": False})
+    assert [r.error_code for r in answer.responses] == [0], answer
+    assert produce_acks_all(cluster, idle, b"before") == []
+    # four buckets' worth: the first passes at once, the rest at the rate (3 s), within DELIVERY_TIMEOUT_MS
+    values = [bytes(10_000) for _ in range(4 * THROTTLE_BYTES_PER_S // 10_000)]
+    errors = produce_acks_all(cluster, throttled, *values)
+    assert errors == [], (errors[:3], len(errors), "\n".join(cluster.log_lines(follower)[-30:]))

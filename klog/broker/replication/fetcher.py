@@ -190,9 +190,15 @@ class ReplicaFetcher:
         session = self._session.build({
             (key[0], key[1], fp.topic_id): (pos, max_bytes.get(key, default_max))
             for key, (fp, pos) in positions.items()}) if version >= FETCH_SESSION_VERSION else None
-        body = self._fetch_request(positions, version, max_bytes, session)
+        # A partition left out of this round (backing off after an error, such as a leader that has not yet
+        # applied its leadership, or another fetcher's append under way) is asked again when its wait ends: the
+        # leader may hold this Fetch no longer than that, or the partition would wait out the whole hold.
+        max_wait_ms = cfg["replica.fetch.wait.max.ms"]
+        if wake_at is not None:
+            max_wait_ms = max(0, min(max_wait_ms, wake_at - now))
+        body = self._fetch_request(positions, version, max_bytes, session, max_wait_ms)
         try:
-            response = await self._unless_joined(conn, body, version)
+            response = await self._unless_joined(conn, body, version, max_wait_ms)
         except BaseException:
             self._session.on_failure()
             raise
@@ -228,12 +234,11 @@ class ReplicaFetcher:
                 raise failed[0]
         return None
 
-    async def _unless_joined(self, conn: BrokerConnection, body: Struct, version: int) -> Any:
-        """The answer to the Fetch ``body``, or None (the request abandoned) if a partition joins before it
-        comes."""
+    async def _unless_joined(self, conn: BrokerConnection, body: Struct, version: int, max_wait_ms: int) -> Any:
+        """The answer to the Fetch ``body`` (which the leader may hold ``max_wait_ms``), or None (the request
+        abandoned) if a partition joins before it comes."""
         await conn.drain()
-        answer = conn.send(ApiKey.FETCH, body, version=version,
-                           timeout=self.owner.config["replica.fetch.wait.max.ms"] / 1000)
+        answer = conn.send(ApiKey.FETCH, body, version=version, timeout=max_wait_ms / 1000)
         self._joined = joined = asyncio.get_running_loop().create_future()
         try:
             await asyncio.wait((answer, joined), return_when=asyncio.FIRST_COMPLETED)
@@ -282,7 +287,8 @@ class ReplicaFetcher:
         return self.parts.get(fp.key) is fp and fp.state.leader_epoch == leader_epoch
 
     def _fetch_request(self, positions: dict[Key, tuple[FollowedPartition, FetchPosition]], version: int,
-                       max_bytes: dict[Key, int], session: SessionRequest[SessionKey] | None) -> Struct:
+                       max_bytes: dict[Key, int], session: SessionRequest[SessionKey] | None,
+                       max_wait_ms: int) -> Struct:
         """The Fetch for ``positions``: all of them, or (in a fetch session) those ``session`` names, and the
         partitions it forgets."""
         cfg = self.owner.config
@@ -307,7 +313,7 @@ class ReplicaFetcher:
         return Struct(
             cluster_id=None, replica_id=node if version < 15 else -1,
             replica_state=Struct(replica_id=node, replica_epoch=self.owner.replicas.broker_epoch()),
-            max_wait_ms=cfg["replica.fetch.wait.max.ms"], min_bytes=cfg["replica.fetch.min.bytes"],
+            max_wait_ms=max_wait_ms, min_bytes=cfg["replica.fetch.min.bytes"],
             max_bytes=cfg["replica.fetch.response.max.bytes"], isolation_level=0,
             session_id=session.session_id if session is not None else 0,
             session_epoch=session.session_epoch if session is not None else -1,
