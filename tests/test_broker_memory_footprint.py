@@ -165,3 +165,33 @@ def test_transaction_coordinator_is_loaded_on_first_use_not_by_produce_consume_a
     assert before == []
     # the first transactional producer's requests made it, and its transaction committed
     assert after == list(LAZY_COORDINATOR_MODULES)
+
+
+_HEAP_PROBE = """
+import json
+from klog._native import release_free_heap
+
+def anon_kib():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("RssAnon:"))
+
+garbage = [bytearray(1024) for _ in range(40_000)]   # ~40 MiB of malloc'd chunks (over pymalloc's 512 bytes)
+kept = bytearray(1024)   # above them on the heap: freeing them leaves a hole, not a top glibc trims by itself
+del garbage
+before = anon_kib()
+released = release_free_heap()
+print(json.dumps([before, anon_kib(), released]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_release_free_heap_gives_freed_heap_pages_back_to_the_kernel(tmp_path: Path) -> None:
+    """What the broker's maintenance thread calls every HEAP_RELEASE_EVERY_S (after start-up and after bursts):
+    without it, glibc keeps freed chunks below the heap's top resident for good."""
+    env = {**os.environ, "PYTHONPATH": str(Path(klog.__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-c", _HEAP_PROBE], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    before, after, released = json.loads(done.stdout.strip().splitlines()[-1])
+    assert released is True
+    assert before - after > 30 * 1024, (before, after)

@@ -617,6 +617,12 @@ class LogManager:
 
 def sendfile(out_fd: int, in_fd: int, offset: int, count: int) -> int: ...
 
+# --- memory --------------------------------------------------------------------------------
+def release_free_heap() -> bool:
+    """glibc's malloc_trim(0) with the GIL released: the heap's free pages go back to the kernel; True if any
+    did (always False without glibc)."""
+    ...
+
 # --- groups (consumer group coordinator) -----------------------------------------------------
 @final
 class SessionTracker:

@@ -10,6 +10,7 @@ mod groups;
 mod producer_batch;
 mod raft;
 mod inputs;
+mod memory;
 mod fetch_wait;
 mod native_fetch;
 mod native_produce;
@@ -27,6 +28,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     consumer_records::register(m)?;
     errors::register(m)?;
     groups::register(m)?;
+    memory::register(m)?;
     producer_batch::register(m)?;
     raft::register(m)?;
     native_fetch::register(m)?;
