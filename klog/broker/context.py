@@ -25,7 +25,6 @@ from klog.broker.access import AccessControl, access_control
 from klog.broker.heartbeat_answers import HeartbeatAnswers
 from klog.broker.metadata_answers import MetadataAnswers
 from klog.broker.quotas import QuotaControl, quota_control
-from klog.broker.telemetry import ClientTelemetry
 from klog.broker.share_partitions import SharePartitionManager
 from klog.broker.security import InterBrokerConnector
 from klog.broker.share_state import ShareStateStore
@@ -55,6 +54,7 @@ from klog.security.tokens import TokenCredentials, token_secret_key
 
 if TYPE_CHECKING:
     from klog.broker.handlers.context import HandlerMetrics
+    from klog.broker.telemetry import ClientTelemetry
     from klog.controller.describe_quorum import ControllerListener
 
 log = logging.getLogger("klog.broker")
@@ -279,11 +279,7 @@ class BrokerState:
                                                   lambda: int(time.time() * 1000))
         #: the client-quota hook (ClientQuotaRecords of the image): throttle times for the connection layer
         self.quotas: QuotaControl = quota_control(config, lambda: self.metadata.image.client_quotas)
-        #: KIP-714 client instances, their subscriptions (CLIENT_METRICS configs) and pushed metrics
-        self.telemetry = ClientTelemetry(lambda: self.metadata.image.configs,
-                                         max_bytes=int(config["telemetry.max.bytes"]),
-                                         max_clients=int(config["klog.telemetry.max.clients"]),
-                                         expiry_intervals=int(config["klog.telemetry.expiry.intervals"]))
+        self._telemetry: ClientTelemetry | None = None
         #: a quorum member's requests to the active controller, and its producer ids from controller-allocated
         #: blocks (None on a single voter, which commits its blocks itself)
         self.controller_channel: ControllerChannel | None = None
@@ -480,6 +476,20 @@ class BrokerState:
         registration = self.metadata.image.brokers.get(broker_id)
         endpoint = None if registration is None else registration.endpoint(self.listener_name)
         return None if endpoint is None else (endpoint.host, endpoint.port)
+
+    @property
+    def telemetry(self) -> ClientTelemetry:
+        """KIP-714 client instances, their subscriptions (CLIENT_METRICS configs) and pushed metrics: made (and its
+        module imported) on the first telemetry request or metrics scrape, which most brokers never see."""
+        if self._telemetry is None:
+            from klog.broker.telemetry import ClientTelemetry
+
+            config = self.config
+            self._telemetry = ClientTelemetry(lambda: self.metadata.image.configs,
+                                              max_bytes=int(config["telemetry.max.bytes"]),
+                                              max_clients=int(config["klog.telemetry.max.clients"]),
+                                              expiry_intervals=int(config["klog.telemetry.expiry.intervals"]))
+        return self._telemetry
 
     # ---- groups.api.BrokerContext -------------------------------------------------------------------
 

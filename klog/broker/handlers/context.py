@@ -96,8 +96,11 @@ class HandlerBroker(Protocol):
     access: AccessControl | None
     #: a combined node's controller listener (DescribeQuorum), else None
     controller_listener: ControllerListener | None
-    #: KIP-714 client telemetry: subscriptions and pushed client metrics
-    telemetry: ClientTelemetry
+
+    @property
+    def telemetry(self) -> ClientTelemetry:
+        """KIP-714 client telemetry: subscriptions and pushed client metrics (made on first use)."""
+        ...
 
     @property
     def forwarder(self) -> ControllerForwarding | None:

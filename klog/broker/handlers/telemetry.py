@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 from klog.broker.handlers import RequestContext, handler
 from klog.broker.handlers.context import HandlerBroker
-from klog.broker.telemetry import ClientMetadata
 
 if TYPE_CHECKING:
+    from klog.broker.telemetry import ClientMetadata
     from klog.protocol.message_types import (
         GetTelemetrySubscriptionsRequest,
         GetTelemetrySubscriptionsResponse,
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 def _client(ctx: RequestContext) -> Callable[[uuid.UUID], ClientMetadata]:
     """The client's metadata a subscription's ``match`` tests, for its instance id."""
+    from klog.broker.telemetry import ClientMetadata   # loaded with the broker's telemetry, on first use
+
     name, version = ctx.client_software
     return lambda instance_id: ClientMetadata(str(instance_id), ctx.header.client_id or "", name, version,
                                               ctx.client_host, str(ctx.client_port))
