@@ -14,7 +14,10 @@ Run: ``python benches/bench_tls_receive.py`` (``--mb 256 --rounds 3``), under th
   uvloop whose BufferedProtocol discards into a 1 MiB buffer: plain TCP; uvloop's SSL transport
   (``create_server(ssl=...)``, what klog's TLS listeners use); and a MemoryBIO protocol over plain TCP (socket
   reads of 256 KiB written into the incoming BIO, decrypted with ``SSLObject.read(n, buffer)`` straight into the
-  buffer). Server CPU per GB (user+system of this process), rounds alternating the kinds, medians.
+  buffer); and the native TLS session (``klog._native.TlsServerSession``, rustls) over a plain TCP transport (socket
+  reads of 256 KiB, every record of a read decrypted in one ``receive`` call). Server CPU per GB (user+system of this
+  process), rounds alternating the kinds, medians.
+- ``decrypt`` also runs the native session on the same records (``native receive``: 256 KiB of input per call).
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+from klog._native import TlsServerConfig, TlsServerSession
 from klog.security.tls import server_context
-from klog.testing.certs import CertificateAuthority
+from klog.testing.certs import CertificateAuthority, Issued
 
 #: record sizes decrypted: about librdkafka's average on a produce (2.3 KB, see docs/security.md) and TLS's maximum
 RECORD_SIZES = (2304, 4096, 16384)
@@ -46,13 +50,17 @@ RECEIVE_BYTES = 256 * 1024
 BUFFER_BYTES = 1 << 20
 
 
-def _contexts(root: Path) -> tuple[ssl.SSLContext, ssl.SSLContext, str]:
+def _contexts(root: Path) -> tuple[ssl.SSLContext, ssl.SSLContext, str, Issued]:
     ca = CertificateAuthority(root / "pki")
     cert = ca.issue("broker")
     server = server_context({"ssl.keystore.type": "PEM", "ssl.keystore.location": cert.keystore_file})
     client = ssl.create_default_context(cafile=ca.ca_file)
     client.check_hostname = False
-    return server, client, ca.ca_file
+    return server, client, ca.ca_file, cert
+
+
+def _native_config(cert: Issued) -> TlsServerConfig:
+    return TlsServerConfig(cert.cert_pem.encode(), cert.key_pem.encode())
 
 
 # ---- decrypt -----------------------------------------------------------------------------------------------------
@@ -103,6 +111,34 @@ def decrypt(server: ssl.SSLContext, client: ssl.SSLContext, mb: int, record: int
     cpu = time.process_time() - started
     return {"cpu_s_per_gb": cpu / (total / 2**30), "us_per_record": cpu / calls * 1e6,
             "records_per_gb": calls / (total / 2**30)}
+
+
+def native_decrypt(config: TlsServerConfig, client: ssl.SSLContext, mb: int, record: int) -> dict[str, float]:
+    """As ``decrypt``, through the native session: each 256 KiB of input decrypted in one ``receive`` call."""
+    session = TlsServerSession(config)
+    c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    c_obj = client.wrap_bio(c_in, c_out, server_side=False)
+    for _ in range(10):
+        with contextlib.suppress(ssl.SSLWantReadError):
+            c_obj.do_handshake()
+        session.receive(c_out.read())
+        c_in.write(session.outgoing())
+    payload = os.urandom(1 << 20)
+    sent = []
+    for _ in range(mb):
+        for offset in range(0, len(payload), record):
+            c_obj.write(payload[offset:offset + record])
+        sent.append(c_out.read())
+    stream = memoryview(b"".join(sent))
+    del sent
+    total = calls = 0
+    started = time.process_time()
+    for offset in range(0, len(stream), RECEIVE_BYTES):
+        total += len(session.receive(stream[offset:offset + RECEIVE_BYTES]))
+        calls += 1
+    cpu = time.process_time() - started
+    return {"cpu_s_per_gb": cpu / (total / 2**30), "us_per_record": cpu / (total / record) * 1e6,
+            "records_per_gb": 2**30 / record}
 
 
 # ---- transports --------------------------------------------------------------------------------------------------
@@ -168,6 +204,30 @@ class _MemoryBioSink(_Sink):
         self._got(got)
 
 
+class _NativeSessionSink(_Sink):
+    """TLS over a plain transport with the native session: socket reads of 256 KiB, every record of a read
+    decrypted in one call."""
+
+    def __init__(self, done: asyncio.Future[None], expected: int, config: TlsServerConfig) -> None:
+        super().__init__(done, expected)
+        self.receive = memoryview(bytearray(RECEIVE_BYTES))
+        self.session = TlsServerSession(config)
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport   # type: ignore[assignment]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.receive
+
+    def buffer_updated(self, nbytes: int) -> None:
+        plaintext = self.session.receive(self.receive[:nbytes])
+        answer = self.session.outgoing()   # handshake messages, session tickets
+        if answer and self.transport is not None:
+            self.transport.write(answer)
+        self._got(len(plaintext))
+
+
 def _send(port: int, mb: int, ca_file: str | None) -> None:
     sock = socket.create_connection(("127.0.0.1", port))
     if ca_file is not None:
@@ -184,12 +244,15 @@ def _send(port: int, mb: int, ca_file: str | None) -> None:
     sock.close()
 
 
-async def _receive(kind: str, server: ssl.SSLContext, ca_file: str, mb: int) -> dict[str, float]:
+async def _receive(kind: str, server: ssl.SSLContext, ca_file: str, mb: int,
+                   native: TlsServerConfig) -> dict[str, float]:
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
     expected = mb << 20
     if kind == "uvloop SSL transport":
         listening = await loop.create_server(lambda: _Sink(done, expected), "127.0.0.1", 0, ssl=server)
+    elif kind == "native TLS session":
+        listening = await loop.create_server(lambda: _NativeSessionSink(done, expected, native), "127.0.0.1", 0)
     elif kind == "MemoryBIO protocol":
         listening = await loop.create_server(lambda: _MemoryBioSink(done, expected, server), "127.0.0.1", 0)
     else:
@@ -206,7 +269,7 @@ async def _receive(kind: str, server: ssl.SSLContext, ca_file: str, mb: int) -> 
     return {"cpu_s_per_gb": cpu / (mb / 1024), "mb_s": mb / elapsed}
 
 
-TRANSPORTS = ("plain TCP", "uvloop SSL transport", "MemoryBIO protocol")
+TRANSPORTS = ("plain TCP", "uvloop SSL transport", "MemoryBIO protocol", "native TLS session")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,13 +280,16 @@ def main(argv: list[str] | None = None) -> int:
     import uvloop
 
     with tempfile.TemporaryDirectory(prefix="klog-bench-tls-receive-") as tmp:
-        server, client, ca_file = _contexts(Path(tmp))
+        server, client, ca_file, cert = _contexts(Path(tmp))
+        native = _native_config(cert)
         rows: dict[str, list[dict[str, float]]] = {}
         for _ in range(args.rounds):
             for record in RECORD_SIZES:
                 for direct in (False, True):
                     name = f"{record} B records, {'_sslobj.read' if direct else 'SSLObject.read'}"
                     rows.setdefault(name, []).append(decrypt(server, client, args.mb // 2, record, direct))
+                rows.setdefault(f"{record} B records, native receive", []).append(
+                    native_decrypt(native, client, args.mb // 2, record))
         print(f"decrypt through MemoryBIOs (TLS 1.3, {server_cipher(server, client)}), medians of {args.rounds}")
         print(f"{'':<42}{'CPU s/GB':>10}{'us/record':>11}{'records/GB':>12}")
         for name, results in rows.items():
@@ -233,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             for kind in TRANSPORTS:
                 received.setdefault(kind, []).append(
-                    uvloop.run(_receive(kind, server, ca_file, args.mb)))   # type: ignore[attr-defined]
+                    uvloop.run(_receive(kind, server, ca_file, args.mb, native)))   # type: ignore[attr-defined]
         print(f"server receiving {args.mb} MiB over loopback ({TRANSPORT_RECORD_BYTES} B records), medians of {args.rounds}")
         print(f"{'':<24}{'CPU s/GB':>10}{'MB/s':>8}")
         for kind, results in received.items():

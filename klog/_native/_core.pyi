@@ -783,3 +783,41 @@ class RaftNode:
     def replica_progress(self) -> list[tuple[int, bool, int]]:
         """On the leader: (node id, is voter, matched raft index) of every replica; empty elsewhere."""
     def close(self) -> None: ...
+
+# --- TLS (klog_core::tls: a sans-IO TLS server session, rustls with the ring provider) ----------
+class TlsError(ConnectionError):
+    """The TLS peer broke the protocol or the handshake failed: the session is over, and ``outgoing()`` holds the
+    alert that tells the peer why."""
+
+@final
+class TlsServerConfig:
+    """What a TLS listener serves with (Kafka's ssl.* settings, stores read: PEM bytes). ValueError names a setting
+    that cannot be used."""
+    def __new__(cls, cert_chain_pem: bytes | bytearray | memoryview | Any, key_pem: bytes | bytearray | memoryview | Any,
+                *, client_ca_pem: bytes | bytearray | memoryview | Any | None = None, client_auth: str = "none",
+                protocols: Sequence[str] = ..., cipher_suites: Sequence[str] = ...) -> TlsServerConfig: ...
+
+@final
+class TlsServerSession:
+    """One TLS connection's server side; the caller reads and writes the socket."""
+    def __new__(cls, config: TlsServerConfig) -> TlsServerSession: ...
+    def receive(self, data: bytes | bytearray | memoryview | Any) -> bytes:
+        """The application data of every complete record in ``data`` (a partial record waits for the next call);
+        TlsError when the session failed."""
+    def send(self, data: bytes | bytearray | memoryview | Any) -> bytes:
+        """``data`` encrypted (with any handshake bytes still due)."""
+    def outgoing(self) -> bytes:
+        """The ciphertext due to the peer: handshake messages, alerts, session tickets."""
+    def close(self) -> bytes:
+        """close_notify, with anything else still due."""
+    @property
+    def handshaking(self) -> bool: ...
+    @property
+    def peer_closed(self) -> bool: ...
+    @property
+    def protocol_version(self) -> str | None: ...
+    @property
+    def cipher_suite(self) -> str | None: ...
+    @property
+    def server_name(self) -> str | None: ...
+    def peer_certificates(self) -> list[bytes]: ...

@@ -19,3 +19,4 @@ pub mod columnar_encode;
 #[cfg(target_os = "linux")]
 pub mod socket_writer;
 pub mod front;
+pub mod tls;

@@ -16,6 +16,7 @@ mod native_fetch;
 mod native_produce;
 mod records;
 mod storage;
+mod tls;
 mod validate;
 #[cfg(target_os = "linux")]
 mod socket_writer;
@@ -35,6 +36,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     native_produce::register(m)?;
     records::register(m)?;
     storage::register(m)?;
+    tls::register(m)?;
     validate::register(m)?;
     #[cfg(target_os = "linux")]
     socket_writer::register(m)?;

@@ -1,0 +1,250 @@
+//! klog_core::tls's server session against rustls's client, with certificates of a test CA.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use klog_core::tls::{server_config, ClientAuth, ServerSession, ServerSettings, TlsError};
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{ClientConfig, ClientConnection, RootCertStore};
+
+struct Pki {
+    ca_pem: String,
+    server_chain_pem: String,
+    server_key_pem: String,
+    client_chain_pem: String,
+    client_key_pem: String,
+}
+
+fn pki() -> Pki {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(DnType::CommonName, "test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issue = |name: &str, usage: ExtendedKeyUsagePurpose| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec![name.to_string()]).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![usage];
+        let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    let (server_chain_pem, server_key_pem) = issue("localhost", ExtendedKeyUsagePurpose::ServerAuth);
+    let (client_chain_pem, client_key_pem) = issue("client", ExtendedKeyUsagePurpose::ClientAuth);
+    Pki { ca_pem: ca.pem(), server_chain_pem, server_key_pem, client_chain_pem, client_key_pem }
+}
+
+fn settings<'a>(pki: &'a Pki, auth: ClientAuth, protocols: &'a [String], suites: &'a [String]) -> ServerSettings<'a> {
+    ServerSettings {
+        cert_chain_pem: pki.server_chain_pem.as_bytes(),
+        key_pem: pki.server_key_pem.as_bytes(),
+        client_ca_pem: Some(pki.ca_pem.as_bytes()),
+        client_auth: auth,
+        protocols,
+        cipher_suites: suites,
+    }
+}
+
+fn client(pki: &Pki, with_cert: bool, versions: &[&'static rustls::SupportedProtocolVersion]) -> ClientConnection {
+    let mut roots = RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(pki.ca_pem.as_bytes()).unwrap()).unwrap();
+    let builder = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = if with_cert {
+        let chain = vec![CertificateDer::from_pem_slice(pki.client_chain_pem.as_bytes()).unwrap()];
+        let key = PrivateKeyDer::from_pem_slice(pki.client_key_pem.as_bytes()).unwrap();
+        builder.with_client_auth_cert(chain, key).unwrap()
+    } else {
+        builder.with_no_client_auth()
+    };
+    let mut client = ClientConnection::new(Arc::new(config), "localhost".try_into().unwrap()).unwrap();
+    client.set_buffer_limit(None);
+    client
+}
+
+fn client_out(client: &mut ClientConnection) -> Vec<u8> {
+    let mut out = Vec::new();
+    while client.wants_write() {
+        client.write_tls(&mut out).unwrap();
+    }
+    out
+}
+
+/// Runs the handshake; the server's error if it fails.
+fn handshake(server: &mut ServerSession, client: &mut ClientConnection) -> Result<(), TlsError> {
+    for _ in 0..10 {
+        let mut plaintext = Vec::new();
+        // on an error, the alert stays in the session for the test to see
+        server.receive(&client_out(client), &mut plaintext)?;
+        let mut answer = Vec::new();
+        server.take_outgoing(&mut answer);
+        let mut slice = &answer[..];
+        while !slice.is_empty() {
+            client.read_tls(&mut slice).unwrap();
+            if client.process_new_packets().is_err() {
+                break;
+            }
+        }
+        assert!(plaintext.is_empty());
+        if !server.is_handshaking() && !client.is_handshaking() {
+            // TLS 1.3 servers learn of a client certificate's verdict in the client's last flight
+            let mut plaintext = Vec::new();
+            server.receive(&client_out(client), &mut plaintext)?;
+            return Ok(());
+        }
+    }
+    panic!("no handshake in 10 rounds");
+}
+
+fn all() -> Vec<String> {
+    vec!["TLSv1.2".into(), "TLSv1.3".into()]
+}
+
+#[test]
+fn records_of_many_reads_and_many_records_per_read_come_out_whole() {
+    let pki = pki();
+    let config = server_config(&settings(&pki, ClientAuth::None, &all(), &[])).unwrap();
+    let mut server = ServerSession::new(config).unwrap();
+    let mut client = client(&pki, false, &[&rustls::version::TLS13]);
+    handshake(&mut server, &mut client).unwrap();
+    assert_eq!(server.protocol_version(), Some("TLSv1.3"));
+    assert_eq!(server.server_name(), Some("localhost"));
+    assert!(server.peer_certificates().is_empty());
+
+    // librdkafka's way: one record per 2304 bytes of a request
+    let sent: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    for piece in sent.chunks(2304) {
+        client.writer().write_all(piece).unwrap();
+    }
+    let wire = client_out(&mut client);
+    let mut got = Vec::new();
+    for read in wire.chunks(7777) {
+        server.receive(read, &mut got).unwrap();
+    }
+    assert_eq!(got, sent);
+
+    let mut answer = Vec::new();
+    server.send(b"the answer", &mut answer).unwrap();
+    let mut slice = &answer[..];
+    client.read_tls(&mut slice).unwrap();
+    client.process_new_packets().unwrap();
+    let mut buf = [0u8; 32];
+    let n = client.reader().read(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"the answer");
+
+    client.send_close_notify();
+    server.receive(&client_out(&mut client), &mut got).unwrap();
+    assert!(server.peer_closed());
+    server.close();
+    let mut bye = Vec::new();
+    server.take_outgoing(&mut bye);
+    assert!(!bye.is_empty());
+}
+
+#[test]
+fn a_required_client_certificate_is_checked_and_shown() {
+    let pki = pki();
+    let config = server_config(&settings(&pki, ClientAuth::Required, &all(), &[])).unwrap();
+    let mut server = ServerSession::new(config.clone()).unwrap();
+    handshake(&mut server, &mut client(&pki, true, &[&rustls::version::TLS13])).unwrap();
+    let chain = server.peer_certificates();
+    assert_eq!(chain.len(), 1);
+    assert_eq!(chain[0], CertificateDer::from_pem_slice(pki.client_chain_pem.as_bytes()).unwrap().as_ref());
+
+    let mut server = ServerSession::new(config).unwrap();
+    let mut client_side = client(&pki, false, &[&rustls::version::TLS13]);
+    match handshake(&mut server, &mut client_side) {
+        Err(TlsError::Protocol(message)) => assert!(message.contains("certificate"), "{message}"),
+        other => panic!("a client without a certificate was served: {other:?}"),
+    }
+    let mut alert = Vec::new();
+    server.take_outgoing(&mut alert);
+    let mut slice = &alert[..];
+    client_side.read_tls(&mut slice).unwrap();
+    let told = client_side.process_new_packets().err().expect("the client is told by an alert");
+    assert!(matches!(told, rustls::Error::AlertReceived(_)), "{told:?}");
+}
+
+#[test]
+fn a_requested_client_certificate_may_be_missing() {
+    let pki = pki();
+    let config = server_config(&settings(&pki, ClientAuth::Requested, &all(), &[])).unwrap();
+    let mut server = ServerSession::new(config.clone()).unwrap();
+    handshake(&mut server, &mut client(&pki, false, &[&rustls::version::TLS12])).unwrap();
+    assert_eq!(server.protocol_version(), Some("TLSv1.2"));
+    assert!(server.peer_certificates().is_empty());
+    let mut server = ServerSession::new(config).unwrap();
+    handshake(&mut server, &mut client(&pki, true, &[&rustls::version::TLS12])).unwrap();
+    assert_eq!(server.peer_certificates().len(), 1);
+}
+
+#[test]
+fn enabled_protocols_and_cipher_suites_bound_what_is_negotiated() {
+    let pki = pki();
+    let only13 = vec!["TLSv1.3".to_string()];
+    let config = server_config(&settings(&pki, ClientAuth::None, &only13, &[])).unwrap();
+    let mut server = ServerSession::new(config).unwrap();
+    assert!(matches!(
+        handshake(&mut server, &mut client(&pki, false, &[&rustls::version::TLS12])),
+        Err(TlsError::Protocol(_))
+    ));
+
+    let suites = vec!["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256".to_string(), "TLS_AES_128_GCM_SHA256".to_string()];
+    let config = server_config(&settings(&pki, ClientAuth::None, &all(), &suites)).unwrap();
+    for (version, expected) in [
+        (&rustls::version::TLS12, "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"),
+        (&rustls::version::TLS13, "TLS_AES_128_GCM_SHA256"),
+    ] {
+        let mut server = ServerSession::new(config.clone()).unwrap();
+        handshake(&mut server, &mut client(&pki, false, &[version])).unwrap();
+        assert_eq!(server.cipher_suite().as_deref(), Some(expected));
+    }
+}
+
+#[test]
+fn settings_that_cannot_serve_name_themselves() {
+    let pki = pki();
+    let unknown = vec!["TLS_RSA_WITH_AES_128_CBC_SHA".to_string()];
+    let err = server_config(&settings(&pki, ClientAuth::None, &all(), &unknown)).err().unwrap();
+    assert!(err.to_string().starts_with("ssl.cipher.suites:"), "{err}");
+    let err = server_config(&settings(&pki, ClientAuth::None, &["TLSv1.1".to_string()], &[])).err().unwrap();
+    assert!(err.to_string().starts_with("ssl.enabled.protocols:"), "{err}");
+    let mut no_ca = settings(&pki, ClientAuth::Required, &[], &[]);
+    no_ca.client_ca_pem = None;
+    assert!(server_config(&no_ca).err().unwrap().to_string().contains("truststore"));
+    let mut bad_key = settings(&pki, ClientAuth::None, &[], &[]);
+    bad_key.key_pem = b"not a key";
+    assert!(server_config(&bad_key).err().unwrap().to_string().contains("private key"));
+    let other = self::pki();
+    let mut mismatched = settings(&pki, ClientAuth::None, &[], &[]);
+    mismatched.key_pem = other.server_key_pem.as_bytes();
+    assert!(server_config(&mismatched).err().unwrap().to_string().contains("does not serve"));
+    assert!(ClientAuth::parse("sometimes").is_err());
+}
+
+#[test]
+fn garbage_ends_the_session_with_an_error_not_a_panic() {
+    let pki = pki();
+    let config = server_config(&settings(&pki, ClientAuth::None, &all(), &[])).unwrap();
+    for garbage in [&b"GET / HTTP/1.1\r\n\r\n"[..], &[0x16, 3, 1, 0xff, 0xff, 0, 0, 0, 0, 0, 0][..], &[0u8; 100][..]] {
+        let mut server = ServerSession::new(config.clone()).unwrap();
+        let mut plaintext = Vec::new();
+        assert!(matches!(server.receive(garbage, &mut plaintext), Err(TlsError::Protocol(_))), "{garbage:?}");
+        assert!(plaintext.is_empty());
+    }
+    // garbage after the handshake: a record that fails its authentication
+    let mut server = ServerSession::new(config).unwrap();
+    let mut client = client(&pki, false, &[&rustls::version::TLS13]);
+    handshake(&mut server, &mut client).unwrap();
+    client.writer().write_all(b"some request").unwrap();
+    let mut wire = client_out(&mut client);
+    let last = wire.len() - 1;
+    wire[last] ^= 1;
+    let mut plaintext = Vec::new();
+    assert!(matches!(server.receive(&wire, &mut plaintext), Err(TlsError::Protocol(_))));
+    assert!(plaintext.is_empty());
+}
