@@ -156,6 +156,9 @@ class TransactionCoordinator:
         self._completing: dict[str, asyncio.Task[None]] = {}
         self._handlers = {22: self._init_producer_id, 24: self._add_partitions, 25: self._add_offsets,
                           26: self._end_txn}
+        #: the metadata image server_transaction_version last read, and what it read there
+        self._version_image: object | None = None
+        self._version = 0
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     async def start(self, *, run_timers: bool = True) -> None:
@@ -183,10 +186,14 @@ class TransactionCoordinator:
 
     def server_transaction_version(self) -> int:
         """The finalized ``transaction.version``: the protocol the coordinator's own aborts (timeouts, a re-init
-        fencing an open transaction) use, as Kafka's ``txnManager.transactionVersionLevel()``."""
+        fencing an open transaction) use, as Kafka's ``txnManager.transactionVersionLevel()``. Read once per
+        metadata image (images are immutable; every state record asks)."""
         image = getattr(getattr(self.context, "metadata", None), "image", None)
-        features = getattr(image, "features", None)
-        return int(features.get(TRANSACTION_VERSION, 0)) if isinstance(features, Mapping) else 0
+        if image is None or image is not self._version_image:
+            features = getattr(image, "features", None)
+            self._version = int(features.get(TRANSACTION_VERSION, 0)) if isinstance(features, Mapping) else 0
+            self._version_image = image
+        return self._version
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.topic.num_partitions if self.topic is not None else 1)

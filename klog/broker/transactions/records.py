@@ -36,7 +36,10 @@ class TxnState(IntEnum):
     @property
     def kafka_name(self) -> str:
         """The name DescribeTransactions and ListTransactions use (Kafka's ``TransactionState.stateName``)."""
-        return "".join(part.capitalize() for part in self.name.split("_"))
+        return _KAFKA_NAMES[self]
+
+
+_KAFKA_NAMES = {state: "".join(part.capitalize() for part in state.name.split("_")) for state in TxnState}
 
 
 class TxnRecordError(ValueError):
