@@ -30,15 +30,18 @@ LAZY_COORDINATOR_MODULES = ("klog.broker.transactions.coordinator", "klog.broker
 #: KIP-714 client telemetry, made on the first telemetry request or metrics scrape (tests/test_client_telemetry.py
 #: covers that use)
 LAZY_TELEMETRY_MODULES = ("klog.broker.telemetry",)
+#: streams groups (KIP-1071), made on the first StreamsGroupHeartbeat/Describe or a streams group's record loaded
+#: (tests/test_streams_groups.py covers their use, and a restart's reload)
+LAZY_STREAMS_MODULES = ("klog.broker.groups.streams",)
 #: Shared libraries of those modules, looked for in a running broker's /proc/<pid>/maps.
 HEAVY_LIBRARY_DIRS = ("/numpy/", "/numpy.libs/", "/pyarrow/", "/cryptography/", "/google/protobuf/", "/jinja2/")
 
 
 def test_broker_entry_point_and_server_import_no_heavy_module(tmp_path: Path) -> None:
+    lazy = LAZY_COORDINATOR_MODULES + LAZY_TELEMETRY_MODULES + LAZY_STREAMS_MODULES
     probe = ("import json, sys\n"
              "import klog.broker.__main__, klog.broker.server\n"
-             f"print(json.dumps([m for m in {HEAVY_MODULES + LAZY_COORDINATOR_MODULES + LAZY_TELEMETRY_MODULES!r} "
-             "if m in sys.modules]))\n")
+             f"print(json.dumps([m for m in {HEAVY_MODULES + lazy!r} if m in sys.modules]))\n")
     # The klog this test imported (a worktree's, say), not whichever the working directory holds.
     env = {**os.environ, "PYTHONPATH": str(Path(klog.__file__).resolve().parent.parent)}
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path,
@@ -129,8 +132,8 @@ def test_idle_connections_keep_no_read_buffer_of_their_own_after_produce(tmp_pat
 
 
 #: A broker in a process of its own serves a producer, a consumer group and, last, a transactional producer; it
-#: prints the lazily loaded modules (coordinators, telemetry) it had imported before the transactional producer, then
-#: after it.
+#: prints the lazily loaded modules (coordinators, telemetry, streams groups) it had imported before the
+#: transactional producer, then after it.
 _LAZY_PROBE = """
 import json, sys, time
 import klog
@@ -163,13 +166,14 @@ print(json.dumps([before, after]))
 
 def test_transaction_coordinator_is_loaded_on_first_use_not_by_produce_consume_and_groups(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(klog.__file__).resolve().parent.parent)}
-    lazy = LAZY_COORDINATOR_MODULES + LAZY_TELEMETRY_MODULES
+    lazy = LAZY_COORDINATOR_MODULES + LAZY_TELEMETRY_MODULES + LAZY_STREAMS_MODULES
     done = subprocess.run([sys.executable, "-c", _LAZY_PROBE % (lazy,)], capture_output=True,
                           text=True, timeout=100, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     before, after = json.loads(done.stdout.strip().splitlines()[-1])
     assert before == []
-    # the first transactional producer's requests made it, and its transaction committed; telemetry still unused
+    # the first transactional producer's requests made it, and its transaction committed; telemetry and streams
+    # groups still unused
     assert after == list(LAZY_COORDINATOR_MODULES)
 
 

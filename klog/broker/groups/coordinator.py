@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from klog.broker.coordinator.runtime import CoordinatorRuntime
 from klog.broker.coordinator.timer import Clock
@@ -25,11 +25,12 @@ from .classic_group import ClassicGroup, ClassicGroupState, join_error, sync_res
 from .consumer import ConsumerGroup, ConsumerGroupManager, TopicCatalog
 from .migration import ClassicMembers, GroupMigration
 from .share import ShareGroup, ShareGroupManager
-from .streams import StreamsGroup, StreamsGroupManager
-from .streams import described_error as _streams_described_error
 from .share_offsets import ShareOffsetsAdmin
 from .errors import ErrorCode, GroupError, storage_error_code
 from .offsets import OffsetAndMetadata, OffsetStore
+
+if TYPE_CHECKING:
+    from .streams import StreamsGroup, StreamsGroupManager
 
 log = logging.getLogger("klog.groups")
 
@@ -39,6 +40,10 @@ log = logging.getLogger("klog.groups")
 _FIRST_WRITE_API_KEYS = frozenset((8, 11, 14, 68, 76, 91, 88, 28))
 #: FindCoordinator key types (Kafka's CoordinatorType).
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
+
+
+class _NoStreamsGroup:
+    """Stands for the streams group class until the first streams group loads it: no group is one of these."""
 
 
 class CoordinatorFinder(Protocol):
@@ -132,8 +137,9 @@ class GroupCoordinator:
         self.share = ShareGroupManager(self.groups, self.timer, self.config, self.topic_catalog,
                                        self._share_member_gone, self.group_configs, self._write)
         self.share_offsets = ShareOffsetsAdmin(self)
-        self.streams = StreamsGroupManager(self.groups, self.timer, self._write, self.config, self.topic_catalog,
-                                           self._forget_group, self.group_configs, self._create_streams_topics)
+        self._streams: StreamsGroupManager | None = None
+        #: the class of streams groups once their module is loaded (what no group is an instance of before)
+        self._streams_group = cast("type[StreamsGroup]", _NoStreamsGroup)
         self._handlers = {
             8: self._offset_commit, 9: self._offset_fetch, 10: self._find_coordinator, 11: self._join_group,
             12: self._heartbeat, 13: self._leave_group, 14: self._sync_group, 15: self._describe_groups,
@@ -292,7 +298,8 @@ class GroupCoordinator:
             response = join_error(unavailable, request.member_id)
         else:
             existing = self.groups.get(request.group_id)
-            if isinstance(existing, (ConsumerGroup, StreamsGroup)) and existing.is_empty() and request.member_id == "":
+            if isinstance(existing, (ConsumerGroup, self._streams_group)) and existing.is_empty() \
+                    and request.member_id == "":
                 # Kafka converts an empty consumer-protocol or streams group when a classic member joins.
                 self._delete_group_records(existing)
                 existing = None
@@ -372,6 +379,18 @@ class GroupCoordinator:
                 groups.append(self.share.describe(group_id))
         return Struct(throttle_time_ms=0, groups=groups)
 
+    @property
+    def streams(self) -> StreamsGroupManager:
+        """The streams groups (KIP-1071): made, and their module imported, on the first StreamsGroupHeartbeat or
+        StreamsGroupDescribe, or a streams group's record loaded from ``__consumer_offsets``."""
+        if self._streams is None:
+            from .streams import StreamsGroup, StreamsGroupManager
+
+            self._streams = StreamsGroupManager(self.groups, self.timer, self._write, self.config, self.topic_catalog,
+                                                self._forget_group, self.group_configs, self._create_streams_topics)
+            self._streams_group = StreamsGroup
+        return self._streams
+
     async def _streams_group_heartbeat(self, header: Any, request: Any, client_host: str) -> Struct:
         if unavailable := self._unavailable(request.group_id):
             return Struct(throttle_time_ms=0, error_code=unavailable, error_message=None, member_id="",
@@ -382,10 +401,12 @@ class GroupCoordinator:
         return await self.streams.heartbeat(request, header.client_id or "", client_host)
 
     async def _streams_group_describe(self, header: Any, request: Any, client_host: str) -> Struct:
+        from .streams import described_error
+
         groups = []
         for group_id in request.group_ids:
             if unavailable := self._unavailable(group_id):
-                groups.append(_streams_described_error(group_id, unavailable, None))
+                groups.append(described_error(group_id, unavailable, None))
             else:
                 groups.append(self.streams.describe(group_id))
         return Struct(throttle_time_ms=0, groups=groups)
@@ -575,7 +596,7 @@ class GroupCoordinator:
             if api_version >= 9:
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
             raise GroupError(ErrorCode.ILLEGAL_GENERATION)
-        if isinstance(group, (ConsumerGroup, StreamsGroup)):
+        if isinstance(group, (ConsumerGroup, self._streams_group)):
             group.validate_offset_commit(member_id, instance_id, generation, api_version, transactional=transactional)
         else:
             group.validate_offset_commit(member_id, instance_id, generation)
@@ -588,7 +609,7 @@ class GroupCoordinator:
             for g in request.groups:
                 topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
                 group = self.groups.get(g.group_id)
-                if v >= 9 and isinstance(group, (ConsumerGroup, StreamsGroup)):
+                if v >= 9 and isinstance(group, (ConsumerGroup, self._streams_group)):
                     try:
                         group.validate_offset_fetch(g.member_id, g.member_epoch)
                     except GroupError as e:
@@ -781,7 +802,7 @@ class GroupCoordinator:
         if isinstance(group, ConsumerGroup):
             self.consumer.forget(group)
             return
-        if isinstance(group, StreamsGroup):
+        if isinstance(group, self._streams_group):
             self.streams.forget(group)
             return
         if isinstance(group, ShareGroup):
@@ -940,7 +961,7 @@ class GroupCoordinator:
                     # protocol ends up as whichever came last.
                     gid = rec.key["group"]
                     group_values[gid] = rec.value
-                    if rec.value is not None and isinstance(self.groups.get(gid), (ConsumerGroup, StreamsGroup)):
+                    if rec.value is not None and isinstance(self.groups.get(gid), (ConsumerGroup, self._streams_group)):
                         del self.groups[gid]
                 else:
                     gid = rec.key["group_id"]
@@ -971,7 +992,7 @@ class GroupCoordinator:
                 self.classic.on_loaded(group)
             elif isinstance(group, ConsumerGroup):
                 self.consumer.on_loaded(group)
-            elif isinstance(group, StreamsGroup):
+            elif isinstance(group, self._streams_group):
                 self.streams.on_loaded(group)
             elif isinstance(group, ShareGroup):
                 self.share.on_loaded(group)

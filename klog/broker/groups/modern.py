@@ -8,7 +8,9 @@ assignment). Each subclass says what a member and an assignment are; the bookkee
 from __future__ import annotations
 
 import copy
+import hashlib
 import logging
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -340,3 +342,9 @@ class ModernGroupManager(Generic[G, M]):
             group.put_member(member)
         else:
             self.replay_other(group, rec)
+
+
+def metadata_hash(topics: Mapping[str, int]) -> int:
+    """A signed 64-bit digest of the topology's topics and their partition counts: a change starts a new epoch."""
+    digest = hashlib.sha256(repr(sorted(topics.items())).encode()).digest()
+    return int(struct.unpack(">q", digest[:8])[0])

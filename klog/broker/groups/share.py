@@ -32,8 +32,7 @@ from klog.protocol import Struct
 from . import records as R
 from . import share_assignor
 from .errors import ErrorCode, GroupError
-from .modern import GroupRecordTypes, ModernGroup, ModernGroupManager, assignment_due
-from .streams import metadata_hash
+from .modern import GroupRecordTypes, ModernGroup, ModernGroupManager, assignment_due, metadata_hash
 
 log = logging.getLogger("klog.groups.share")
 

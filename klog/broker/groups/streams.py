@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import copy
 import enum
-import hashlib
 import logging
 import re
-import struct
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,7 +31,7 @@ from . import records as R
 from .consumer import TopicCatalog
 from .errors import ErrorCode, GroupError
 from .modern import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, GroupRecordTypes, ModernGroup, \
-    ModernGroupManager, assignment_due
+    ModernGroupManager, assignment_due, metadata_hash
 
 if TYPE_CHECKING:  # pragma: no cover
     from klog.broker.coordinator.timer import Timer
@@ -443,12 +441,6 @@ def validate_topology(topology: Any) -> None:
             if any(i < 0 or i >= len(s.source_topics) for i in g.source_topics) or \
                     any(i < 0 or i >= len(s.repartition_source_topics) for i in g.repartition_source_topics):
                 raise invalid(f"Copartition group of subtopology {s.subtopology_id} refers to an unknown topic.")
-
-
-def metadata_hash(topics: Mapping[str, int]) -> int:
-    """A signed 64-bit digest of the topology's topics and their partition counts: a change starts a new epoch."""
-    digest = hashlib.sha256(repr(sorted(topics.items())).encode()).digest()
-    return int(struct.unpack(">q", digest[:8])[0])
 
 
 # -- the sticky task assignor (Kafka's StickyTaskAssignor, its observable rules) --------------------------------
