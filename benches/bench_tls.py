@@ -1,8 +1,9 @@
 """Produce and consume MB/s, and broker CPU per GB, over PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512) listeners of
 one klog broker and, with ``--kafka``, of one Apache Kafka 4.x broker from the same properties, in the same run
-(rounds alternate the listeners and the systems).
+(rounds alternate the listeners and the systems); with ``--native``, a second klog broker whose TLS listeners use
+klog's native TLS session (``klog.tls.engine=native``).
 
-Run: ``python benches/bench_tls.py`` (``--mb 256 --rounds 3 --kafka``), or
+Run: ``python benches/bench_tls.py`` (``--mb 256 --rounds 3 --kafka --native``), or
 ``.venv/bin/pytest benches/bench_tls.py -p benchmark -o addopts="" -s`` (``KLOG_BENCH_TLS_KAFKA=1`` for Kafka).
 
 Clients are confluent-kafka (librdkafka: its TLS costs the client's CPU, not the broker's). Each round produces
@@ -93,11 +94,12 @@ def _properties(cert_file: str) -> dict[str, object]:
 def _start(system: str, root: Path, cert_file: str, stack: contextlib.ExitStack) -> tuple[dict[str, int], int]:
     """(listener -> port, broker pid) of a started broker of ``system``."""
     props = _properties(cert_file)
-    if system == "klog":
+    if system in ("klog", "klog-native"):
         from klog.testing.process import BrokerProcess
 
-        broker = stack.enter_context(BrokerProcess(root / "klog-data", {
-            **props, "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0"}))
+        engine = {"klog.tls.engine": "native"} if system == "klog-native" else {}
+        broker = stack.enter_context(BrokerProcess(root / f"{system}-data", {
+            **props, **engine, "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0"}))
         line = next(ln for ln in broker.lines if "listening on" in ln)
         return {n: int(p) for n, p in re.findall(r"(\w+)://[^:,\s]+:(\d+)", line)}, broker.pid
     from klog.testing.kafka import apache_kafka, free_port
@@ -156,10 +158,10 @@ def run(mb: int = 128, rounds: int = 3, systems: tuple[str, ...] = ("klog",)) ->
 def report(best: dict[str, dict[str, float]], mb: int, rounds: int) -> str:
     lines = [f"one broker, {mb} MiB of {RECORD_BYTES}-byte records per phase, best of {rounds} rounds "
              "(confluent-kafka clients, one partition)",
-             f"{'listener':<17}{'produce MB/s':>14}{'consume MB/s':>14}{'produce CPU s/GB':>18}"
+             f"{'listener':<22}{'produce MB/s':>14}{'consume MB/s':>14}{'produce CPU s/GB':>18}"
              f"{'consume CPU s/GB':>18}"]
     for name, row in best.items():
-        lines.append(f"{name:<17}{row['produce_mb_s']:>14.1f}{row['consume_mb_s']:>14.1f}"
+        lines.append(f"{name:<22}{row['produce_mb_s']:>14.1f}{row['consume_mb_s']:>14.1f}"
                      f"{row['produce_cpu_s_per_gb']:>18.2f}{row['consume_cpu_s_per_gb']:>18.2f}")
     return "\n".join(lines)
 
@@ -177,8 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mb", type=int, default=128, help="MiB produced (and consumed) per round and listener")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kafka", action="store_true", help="Apache Kafka 4.x beside klog, from the same properties")
+    parser.add_argument("--native", action="store_true",
+                        help="a second klog broker whose TLS is klog's native session (klog.tls.engine=native), "
+                             "'klog-native' in the table")
     args = parser.parse_args(argv)
-    systems = ("klog", "kafka") if args.kafka else ("klog",)
+    systems = ("klog", *(("klog-native",) if args.native else ()), *(("kafka",) if args.kafka else ()))
     print(report(run(args.mb, args.rounds, systems), args.mb, args.rounds))
     return 0
 

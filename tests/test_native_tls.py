@@ -169,3 +169,89 @@ def test_a_record_that_fails_its_authentication_ends_the_session(pki: Pki) -> No
     with pytest.raises(TlsError):
         server.receive(wire)
     assert server.outgoing()
+
+
+# ---- the listener's settings (klog.security.tls.native_server_config) and the client certificate's subject -------
+
+def _serves(config: TlsServerConfig, ca: CertificateAuthority) -> None:
+    server = TlsServerSession(config)
+    client = Client(client_context(ca), server)
+    client.handshake()
+    client.tls.write(b"ping")
+    assert client.flush() == b"ping"
+
+
+def test_native_settings_read_every_keystore_form_the_ssl_engine_reads(pki: Pki, tmp_path: Any) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    from klog.security.tls import TlsConfigError, native_server_config
+
+    ca, broker, _ = pki
+    _serves(native_server_config({"ssl.keystore.type": "PEM", "ssl.keystore.location": broker.keystore_file}), ca)
+    _serves(native_server_config({"ssl.keystore.key": broker.key_pem,
+                                  "ssl.keystore.certificate.chain": broker.cert_pem}), ca)
+    store = broker.pkcs12(tmp_path / "broker.p12", "store-pw")
+    _serves(native_server_config({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": store,
+                                  "ssl.keystore.password": "store-pw"}), ca)
+    key = serialization.load_pem_private_key(broker.key_pem.encode(), None)
+    encrypted = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.BestAvailableEncryption(b"key-pw")).decode()
+    keystore = tmp_path / "encrypted-keystore.pem"
+    keystore.write_text(broker.cert_pem + encrypted)   # the certificate first, then the key
+    _serves(native_server_config({"ssl.keystore.location": str(keystore), "ssl.key.password": "key-pw"}), ca)
+    # client certificates checked against a PEM file, inline PEM or a PKCS12 truststore
+    native_server_config({"ssl.keystore.location": broker.keystore_file, "ssl.client.auth": "required",
+                          "ssl.truststore.location": ca.ca_file})
+    native_server_config({"ssl.keystore.location": broker.keystore_file, "ssl.client.auth": "requested",
+                          "ssl.truststore.certificates": ca.pem})
+
+    for settings, key_name in [
+        ({"ssl.keystore.location": str(keystore), "ssl.key.password": "wrong"}, "ssl.keystore.location"),
+        ({"ssl.keystore.location": str(tmp_path / "missing.pem")}, "ssl.keystore.location"),
+        ({}, "ssl.keystore.location"),
+        ({"ssl.keystore.location": broker.keystore_file, "ssl.client.auth": "required"}, "ssl.truststore.location"),
+        ({"ssl.keystore.location": broker.keystore_file, "ssl.cipher.suites": "TLS_RSA_WITH_AES_128_CBC_SHA"},
+         "ssl.cipher.suites"),
+        ({"ssl.keystore.location": broker.keystore_file, "ssl.enabled.protocols": ["TLSv1.1"]},
+         "ssl.enabled.protocols"),
+        ({"ssl.keystore.type": "JKS", "ssl.keystore.location": broker.keystore_file}, "ssl.keystore.type"),
+    ]:
+        with pytest.raises(TlsConfigError) as raised:
+            native_server_config(settings)
+        assert raised.value.key == key_name, (settings, raised.value)
+
+
+def test_the_client_certificate_subject_reads_as_the_ssl_module_reads_it(tmp_path: Any) -> None:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    from klog.security.tls import PrincipalMapper, distinguished_name, peercert_of
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([
+        x509.RelativeDistinguishedName([x509.NameAttribute(NameOID.DOMAIN_COMPONENT, "com")]),
+        x509.RelativeDistinguishedName([x509.NameAttribute(NameOID.COUNTRY_NAME, "US")]),
+        x509.RelativeDistinguishedName([x509.NameAttribute(NameOID.STATE_OR_PROVINCE_NAME, "CA")]),
+        x509.RelativeDistinguishedName([x509.NameAttribute(NameOID.LOCALITY_NAME, "Palo Alto")]),
+        x509.RelativeDistinguishedName([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Example, Inc.")]),
+        x509.RelativeDistinguishedName([x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "eng"),
+                                        x509.NameAttribute(NameOID.USER_ID, "u42")]),
+        x509.RelativeDistinguishedName([x509.NameAttribute(NameOID.COMMON_NAME, "client+1")]),
+        x509.RelativeDistinguishedName([x509.NameAttribute(x509.ObjectIdentifier("1.2.3.4.5"), "custom")]),
+    ])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    path = tmp_path / "client.pem"
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    ssl_module = ssl._ssl._test_decode_cert(str(path))   # type: ignore[attr-defined]
+    native = peercert_of(cert.public_bytes(serialization.Encoding.DER))
+    assert native["subject"] == ssl_module["subject"]
+    assert distinguished_name(native) == distinguished_name(ssl_module)
+    mapper = PrincipalMapper("RULE:^.*CN=([^,]+),.*$/$1/U,DEFAULT")
+    assert mapper.principal(native) == mapper.principal(ssl_module)

@@ -43,10 +43,12 @@ def pki(tmp_path_factory):
             "other_ca": CertificateAuthority(tmp_path_factory.mktemp("other-pki"), "untrusted CA")}
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory, pki):
+@pytest.fixture(scope="module", params=["ssl", "native"])
+def broker(request, tmp_path_factory, pki):
+    """The broker, its TLS served by Python's ssl module and by klog's native TLS session (klog.tls.engine)."""
     data = tmp_path_factory.mktemp("secure-broker")
     node = BrokerProcess(data, {
+        "klog.tls.engine": request.param,
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
                      "SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0,REAUTH://127.0.0.1:0",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
@@ -66,6 +68,8 @@ def broker(tmp_path_factory, pki):
     with node:
         line = next(ln for ln in node.lines if "listening on" in ln)
         node.ports = {name: int(port) for name, port in re.findall(r"(\w+)://[^:,\s]+:(\d+)", line)}
+        native = {ln.split("listener ")[1].split(":")[0] for ln in node.lines if "native TLS session" in ln}
+        assert native == ({"SSL", "SASL_SSL", "MTLS"} if request.param == "native" else set())
         admin = AdminClient({"bootstrap.servers": node.bootstrap_servers})
         admin.create_topics([NewTopic(TOPIC, 1, 1)])["secured"].result(30)
         upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), password.encode())

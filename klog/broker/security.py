@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from klog._native import TlsServerConfig
 from klog.metadata.config import SASL_MECHANISMS, SECURITY_KEYS, BrokerConfig, ConfigError, Listener
 from klog.metadata.config_security import dynamic_ssl_settings
 from klog.security.oauth import Validator
@@ -27,6 +28,7 @@ from klog.security.tls import (
     PrincipalMapper,
     TlsConfigError,
     client_context,
+    native_server_config,
     reloaded_server_context,
     server_context,
     with_dynamic,
@@ -73,6 +75,11 @@ class ListenerSecurity:
     applied_dynamic: Mapping[str, str] = field(default_factory=dict)
     #: the context of applied_dynamic (None: ssl_context, the static settings')
     served_context: ssl.SSLContext | None = None
+    #: klog.tls.engine=native: the native session's settings, the static ones and applied_dynamic's (None: the static)
+    native: TlsServerConfig | None = None
+    served_native: TlsServerConfig | None = None
+    #: the listener's current dynamic ssl.* settings (follow_dynamic_ssl; None: not followed)
+    dynamic_of: Callable[[], Mapping[str, str]] | None = None
 
     def new_session(self, scram_lookup: Callable[[str, str], ScramCredential | None],
                     token_lookup: Callable[[str, str], TokenLogin | None] | None = None) -> SaslSession:
@@ -90,27 +97,42 @@ class ListenerSecurity:
         as Kafka's reconfigured SslFactory: the server-name callback, called on each ClientHello (with or without
         SNI), swaps the context of the settings in; connections already open keep the one they started with."""
         assert self.ssl_context is not None
+        self.dynamic_of = dynamic_of
 
         def choose(sslobj: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> None:
-            try:
-                dynamic = dynamic_of()
-                if dynamic != self.applied_dynamic:
-                    self._reload(dynamic)
-                if self.served_context is not None:
-                    sslobj.context = self.served_context
-            except Exception:   # never fail a handshake for this: the previous context serves
-                log.exception("listener %s: cannot apply its dynamic TLS settings", self.name)
+            self._follow_dynamic()
+            if self.served_context is not None:
+                sslobj.context = self.served_context
 
         self.ssl_context.sni_callback = choose
+
+    def native_config(self) -> TlsServerConfig:
+        """klog.tls.engine=native: the settings a new connection is served with (the dynamic ones applied)."""
+        self._follow_dynamic()
+        config = self.served_native or self.native
+        assert config is not None, f"listener {self.name} has no native TLS settings"
+        return config
+
+    def _follow_dynamic(self) -> None:
+        if self.dynamic_of is None:
+            return
+        try:
+            dynamic = self.dynamic_of()
+            if dynamic != self.applied_dynamic:
+                self._reload(dynamic)
+        except Exception:   # never fail a handshake for this: the previous settings serve
+            log.exception("listener %s: cannot apply its dynamic TLS settings", self.name)
 
     def _reload(self, dynamic: Mapping[str, str]) -> None:
         try:
             context = None if not dynamic else reloaded_server_context(self.settings_with(self.applied_dynamic),
                                                                        self.settings_with(dynamic))
+            native = None if not dynamic or self.native is None else native_server_config(self.settings_with(dynamic))
         except (TlsConfigError, ConfigError) as exc:   # validated before it was written: the files changed since
             log.error("listener %s: keeping its TLS settings, the dynamic ones cannot be used: %s", self.name, exc)
         else:
             self.served_context = context
+            self.served_native = native
             log.info("listener %s: new connections use the reloaded TLS settings (%s)", self.name,
                      ", ".join(sorted(dynamic)) or "the static ones")
         self.applied_dynamic = dict(dynamic)
@@ -126,6 +148,8 @@ def _security(config: BrokerConfig, lst: Listener) -> ListenerSecurity:
     if protocol in ("SSL", "SASL_SSL"):
         try:
             security.ssl_context = server_context(settings)
+            if config["klog.tls.engine"] == "native":
+                security.native = native_server_config(settings)
             security.principal_mapper = PrincipalMapper(settings["ssl.principal.mapping.rules"])
         except TlsConfigError as exc:
             key = exc.key if exc.key not in config.listener_settings.get(lst.name, {}) \
@@ -167,6 +191,8 @@ def dynamic_ssl_problem(config: BrokerConfig, securities: Mapping[str, ListenerS
         try:
             new = with_dynamic(settings, after_l)
             reloaded_server_context(with_dynamic(settings, before_l), new)
+            if security is not None and security.native is not None:
+                native_server_config(new)
             client_context(new)
         except (TlsConfigError, ConfigError) as exc:
             return (f"Invalid value {exc} for listener {lst.name}: validation of dynamic config update of its TLS "

@@ -21,7 +21,7 @@ from klog.metadata.config_security import SECURITY_KEYS
 from klog.security.principal import KafkaPrincipal
 
 __all__ = ["DynamicTls", "PrincipalMapper", "TlsConfigError", "client_context", "distinguished_name",
-           "reloaded_server_context", "server_context"]
+           "native_server_config", "peercert_of", "reloaded_server_context", "server_context"]
 
 log = logging.getLogger("klog.security.tls")
 
@@ -198,6 +198,143 @@ def server_context(settings: Mapping[str, Any]) -> ssl.SSLContext:
     else:
         context.verify_mode = ssl.CERT_NONE
     return context
+
+
+# ---- the native engine (klog.tls.engine=native): the same settings as PEM bytes for klog._native -------------------
+
+_PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
+_PEM_KEY = re.compile(rb"-----BEGIN ((?:[A-Z]+ )*)PRIVATE KEY-----.+?-----END \1PRIVATE KEY-----", re.S)
+
+
+def _read(path: str, key: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise TlsConfigError(key, f"cannot read {path}: {exc.strerror}") from None
+
+
+def _unencrypted_key(pem: bytes, password: str | None, key: str) -> bytes:
+    """A PEM private key (encrypted with ``password`` or not) as unencrypted PKCS#8 PEM."""
+    try:
+        from cryptography.hazmat.primitives.serialization import (
+            Encoding,
+            NoEncryption,
+            PrivateFormat,
+            load_pem_private_key,
+        )
+    except ImportError:
+        raise TlsConfigError(key, "klog.tls.engine=native needs the 'cryptography' package (pip install "
+                                  "cryptography)") from None
+    try:
+        private = load_pem_private_key(pem, password.encode() if password else None)
+    except (ValueError, TypeError) as exc:
+        raise TlsConfigError(key, f"cannot load the private key: {exc}") from None
+    return private.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+
+
+def _keystore_pems(settings: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """(certificate chain PEM, unencrypted key PEM) of a listener's keystore, from the settings
+    ``_load_keystore`` reads."""
+    store_type = str(settings.get("ssl.keystore.type") or "PEM").upper()
+    location = _opt(settings, "ssl.keystore.location")
+    inline_key = _opt(settings, "ssl.keystore.key")
+    inline_chain = _opt(settings, "ssl.keystore.certificate.chain")
+    password = _opt(settings, "ssl.key.password")
+    if inline_key or inline_chain:
+        if not (inline_key and inline_chain):
+            raise TlsConfigError("ssl.keystore.key", "ssl.keystore.key and ssl.keystore.certificate.chain go "
+                                                     "together")
+        return inline_chain.encode(), _unencrypted_key(inline_key.encode(), password, "ssl.keystore.key")
+    if location is None:
+        raise TlsConfigError("ssl.keystore.location", "a TLS listener needs its certificate: set "
+                             "ssl.keystore.location (PEM or PKCS12), or ssl.keystore.key and "
+                             "ssl.keystore.certificate.chain")
+    if store_type == "PKCS12":
+        key_pem, cert_pems = _pkcs12(location, _opt(settings, "ssl.keystore.password"), "ssl.keystore.location")
+        if key_pem is None or not cert_pems:
+            raise TlsConfigError("ssl.keystore.location", f"{location} holds no private key with its certificate")
+        return b"".join(cert_pems), key_pem
+    if store_type != "PEM":
+        raise TlsConfigError("ssl.keystore.type", f"{store_type}: klog reads PEM and PKCS12 keystores (convert JKS "
+                             "with keytool -importkeystore -deststoretype PKCS12)")
+    data = _read(location, "ssl.keystore.location")
+    key_match = _PEM_KEY.search(data)
+    chain = b"\n".join(m.group(0) for m in _PEM_CERT.finditer(data))
+    if key_match is None or not chain:
+        raise TlsConfigError("ssl.keystore.location", f"{location} holds no PEM private key with its certificate "
+                             "chain")
+    return chain + b"\n", _unencrypted_key(key_match.group(0), password, "ssl.keystore.location")
+
+
+def _truststore_pem(settings: Mapping[str, Any]) -> bytes | None:
+    """The trusted CAs' PEM from the settings ``_load_truststore`` reads; None when none is configured."""
+    store_type = str(settings.get("ssl.truststore.type") or "PEM").upper()
+    location = _opt(settings, "ssl.truststore.location")
+    inline = _opt(settings, "ssl.truststore.certificates")
+    if inline:
+        return str(inline).encode()
+    if location is None:
+        return None
+    if store_type == "PKCS12":
+        _, cert_pems = _pkcs12(location, _opt(settings, "ssl.truststore.password"), "ssl.truststore.location")
+        if not cert_pems:
+            raise TlsConfigError("ssl.truststore.location", f"{location} holds no certificate")
+        return b"".join(cert_pems)
+    if store_type != "PEM":
+        raise TlsConfigError("ssl.truststore.type", f"{store_type}: klog reads PEM and PKCS12 truststores")
+    return _read(location, "ssl.truststore.location")
+
+
+def native_server_config(settings: Mapping[str, Any]) -> Any:
+    """The ``klog._native.TlsServerConfig`` of a TLS listener from its ``ssl.*`` settings (as
+    :func:`server_context`; a TlsConfigError names what is wrong)."""
+    from klog._native import TlsServerConfig
+
+    chain, key_pem = _keystore_pems(settings)
+    client_auth = str(settings.get("ssl.client.auth") or "none").lower()
+    trusted = _truststore_pem(settings)
+    if client_auth in ("required", "requested") and trusted is None:
+        raise TlsConfigError("ssl.truststore.location", f"ssl.client.auth={client_auth} needs the CAs client "
+                             "certificates are checked against: set ssl.truststore.location or "
+                             "ssl.truststore.certificates")
+    protocols = settings.get("ssl.enabled.protocols") or ["TLSv1.2", "TLSv1.3"]
+    suites = settings.get("ssl.cipher.suites") or []
+    if isinstance(protocols, str):
+        protocols = [p.strip() for p in protocols.split(",") if p.strip()]
+    if isinstance(suites, str):
+        suites = [p.strip() for p in suites.split(",") if p.strip()]
+    try:
+        return TlsServerConfig(chain, key_pem, client_ca_pem=trusted if client_auth != "none" else None,
+                               client_auth=client_auth, protocols=list(protocols), cipher_suites=list(suites))
+    except ValueError as exc:
+        message = str(exc)
+        setting = message.partition(":")[0]
+        if setting not in ("ssl.cipher.suites", "ssl.enabled.protocols", "ssl.client.auth"):
+            setting = "ssl.keystore.location"
+        raise TlsConfigError(setting, message.removeprefix(f"{setting}: ")) from None
+
+
+#: OpenSSL's long names (what ``getpeercert()`` gives) where the cryptography package names an attribute otherwise
+_OPENSSL_ATTRIBUTE_NAMES = {"userID": "userId"}
+
+
+def peercert_of(der: bytes) -> dict[str, Any]:
+    """The ``subject`` of a DER certificate as ``ssl.SSLSocket.getpeercert()`` gives it (what
+    :func:`distinguished_name` reads): RDNs in the certificate's order, attributes by OpenSSL's long names."""
+    from cryptography import x509
+
+    cert = x509.load_der_x509_certificate(der)
+    subject = []
+    for rdn in cert.subject.rdns:
+        attributes = []
+        for attribute in rdn:
+            name = attribute.oid._name
+            name = attribute.oid.dotted_string if name == "Unknown OID" else _OPENSSL_ATTRIBUTE_NAMES.get(name, name)
+            value = attribute.value
+            attributes.append((name, value if isinstance(value, str) else value.hex()))
+        subject.append(tuple(attributes))
+    return {"subject": tuple(subject)}
 
 
 def _leaf_certificate(settings: Mapping[str, Any]) -> Any:

@@ -15,7 +15,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from klog.broker.config import BrokerConfig
 from klog.broker.descriptors import DESCRIPTORS_PER_CONNECTION
@@ -24,6 +24,7 @@ from klog.broker.metrics import BrokerMetrics
 from klog.broker.network.connection_quotas import ConnectionQuotas
 from klog.broker.network.frame_reader import RequestReader
 from klog.broker.network.limits import Limits
+from klog.broker.network.native_tls import NativeTlsProtocol
 from klog.broker.network.request_memory import ConnectionMemory
 from klog.broker.security import ListenerSecurity, listener_securities
 from klog.metadata.config_security import dynamic_ssl_settings
@@ -85,10 +86,23 @@ class Acceptor:
     async def bind(self, loop: asyncio.AbstractEventLoop,
                    new_connection: Callable[[str], asyncio.BaseProtocol]) -> None:
         """Bind every listener (serving starts with :meth:`start_serving`): a port in use fails here."""
+        native_tls = self.config["klog.tls.engine"] == "native"
         for listener in self.config.listeners:
-            tls = self.security[listener.name].ssl_context
+            security = self.security[listener.name]
+            tls = security.ssl_context
+            factory: Callable[[], asyncio.BaseProtocol]
+            if tls is not None and native_tls:   # TLS in klog's native session over a plain TCP transport
+                def factory(name: str = listener.name, security: ListenerSecurity = security) -> asyncio.BaseProtocol:
+                    return NativeTlsProtocol(cast(asyncio.BufferedProtocol, new_connection(name)),
+                                             security.native_config(), loop, TLS_HANDSHAKE_TIMEOUT_S)
+                tls = None
+                log.info("listener %s: TLS served by klog's native TLS session (klog.tls.engine=native)",
+                         listener.name)
+            else:
+                def factory(name: str = listener.name) -> asyncio.BaseProtocol:
+                    return new_connection(name)
             server = await loop.create_server(
-                lambda name=listener.name: new_connection(name), host=listener.host or None, port=listener.port,
+                factory, host=listener.host or None, port=listener.port,
                 backlog=self.config["socket.listen.backlog.size"], reuse_address=True, start_serving=False,
                 ssl=tls, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if tls is not None else None)
             self.servers.append(server)

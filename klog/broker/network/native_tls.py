@@ -1,0 +1,259 @@
+"""TLS listeners served by klog's native TLS session (``klog.tls.engine=native``): a plain TCP transport whose socket
+reads (up to 256 KiB) are decrypted in one ``klog._native.TlsServerSession.receive`` call each, every TLS record of
+the read at once, where uvloop's SSL transport makes one OpenSSL call per record (docs/security.md, "Costs").
+
+:class:`NativeTlsProtocol` sits between the TCP transport and the connection's protocol: it runs the handshake
+(dropping a client that has not finished it in the listener's handshake timeout), hands the connection a
+:class:`NativeTlsTransport` once it is done (as uvloop's SSL transport calls ``connection_made`` after the
+handshake), copies the plaintext into the connection's buffers, holds it while the connection has paused reading,
+and encrypts what the connection writes. A client's close_notify is an end of stream; a TLS error sends its alert
+and closes the socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections import deque
+from typing import Any
+
+from klog._native import TlsError, TlsServerConfig, TlsServerSession
+from klog.security.tls import peercert_of
+
+log = logging.getLogger("klog.broker.server")
+
+#: bytes read from the socket at a time: every TLS record among them is decrypted in one call. A connection starts
+#: with the small buffer (thousands of idle ones must not pin 256 KiB each) and takes the large one at its first read
+#: that fills the small one (a producer's)
+READ_BYTES = 256 * 1024
+FIRST_READ_BYTES = 16 * 1024
+
+
+class NativeTlsTransport(asyncio.Transport):
+    """What the connection writes to and reads from: its writes encrypted onto the TCP transport."""
+
+    def __init__(self, tls: NativeTlsProtocol) -> None:
+        super().__init__()
+        self._tls = tls
+        self._peercert: dict[str, Any] | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:  # type: ignore[override]
+        self._tls.write(data)
+
+    def writelines(self, list_of_data: Any) -> None:
+        self._tls.write(b"".join(list_of_data))
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        tls = self._tls
+        if name == "peercert":
+            if self._peercert is None:
+                chain = tls.session.peer_certificates()
+                self._peercert = peercert_of(chain[0]) if chain else {}
+            return self._peercert or default
+        if name == "cipher":
+            return (tls.session.cipher_suite, tls.session.protocol_version, None)
+        if name == "server_hostname":
+            return tls.session.server_name
+        if name in ("sslcontext", "ssl_object"):
+            return default
+        return tls.raw.get_extra_info(name, default) if tls.raw is not None else default
+
+    def pause_reading(self) -> None:
+        self._tls.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._tls.resume_reading()
+
+    def is_reading(self) -> bool:
+        return not self._tls.paused
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        if self._tls.raw is not None:
+            self._tls.raw.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        return self._tls.raw.get_write_buffer_size() if self._tls.raw is not None else 0
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._tls.raw.get_write_buffer_limits() if self._tls.raw is not None else (0, 0)
+
+    def is_closing(self) -> bool:
+        return self._tls.closing
+
+    def close(self) -> None:
+        self._tls.close()
+
+    def abort(self) -> None:
+        self._tls.abort()
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._tls.app
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        raise NotImplementedError("the connection's protocol is fixed")
+
+
+class NativeTlsProtocol(asyncio.BufferedProtocol):
+    """The TCP side of one TLS connection (see the module's docstring). ``app``: the connection's protocol (a
+    BufferedProtocol); ``config``: the listener's current TLS settings."""
+
+    def __init__(self, app: asyncio.BufferedProtocol, config: TlsServerConfig, loop: asyncio.AbstractEventLoop,
+                 handshake_timeout_s: float) -> None:
+        self.app = app
+        self.session = TlsServerSession(config)
+        self.loop = loop
+        self.handshake_timeout_s = handshake_timeout_s
+        self.raw: asyncio.Transport | None = None
+        self.transport: NativeTlsTransport | None = None
+        self.buffer = memoryview(bytearray(FIRST_READ_BYTES))
+        #: the connection paused reading: plaintext decrypted meanwhile waits in ``held``
+        self.paused = False
+        self.held: deque[memoryview] = deque()
+        self.closing = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    # ---- the TCP transport's callbacks --------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.raw = transport   # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        self._timer = self.loop.call_later(self.handshake_timeout_s, self._handshake_timed_out)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            plaintext = self.session.receive(self.buffer[:nbytes])
+        except TlsError as exc:
+            self._failed(exc)
+            return
+        if nbytes == len(self.buffer) < READ_BYTES:
+            self.buffer = memoryview(bytearray(READ_BYTES))
+        self._flush_outgoing()
+        if self.transport is None:
+            if self.session.handshaking:
+                return
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self.transport = NativeTlsTransport(self)
+            self.app.connection_made(self.transport)
+        if plaintext:
+            self._deliver(memoryview(plaintext))
+        if self.session.peer_closed and not self.closing:
+            self.eof_received()
+
+    def eof_received(self) -> bool | None:
+        if self.transport is None or self.closing:
+            return None   # the TCP transport closes
+        keep_open = self.app.eof_received()
+        if not keep_open:
+            self.close()
+        return True   # close() closes the TCP transport after close_notify
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.closing = True
+        self.held.clear()
+        if self.transport is not None:
+            self.app.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self.transport is not None:
+            self.app.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None:
+            self.app.resume_writing()
+
+    # ---- what the connection's transport asks -------------------------------------------------------------------
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self.closing or self.raw is None or not data:
+            return
+        try:
+            self.raw.write(self.session.send(data))
+        except TlsError as exc:
+            self._failed(exc)
+
+    def pause_reading(self) -> None:
+        if not self.paused:
+            self.paused = True
+            if self.raw is not None and not self.closing:
+                self.raw.pause_reading()
+
+    def resume_reading(self) -> None:
+        if not self.paused:
+            return
+        self.paused = False
+        while self.held and not self.paused and not self.closing:
+            self._deliver(self.held.popleft())
+        if not self.paused and self.raw is not None and not self.closing:
+            self.raw.resume_reading()
+
+    def close(self) -> None:
+        if self.closing or self.raw is None:
+            return
+        self.closing = True
+        self.raw.write(self.session.close())
+        self.raw.close()
+
+    def abort(self) -> None:
+        self.closing = True
+        if self.raw is not None:
+            self.raw.abort()
+
+    # ---- inside -------------------------------------------------------------------------------------------------
+
+    def _deliver(self, data: memoryview) -> None:
+        """Copy ``data`` into the connection's buffers; what comes after a pause waits in ``held``."""
+        app = self.app
+        while data:
+            if self.paused:
+                self.held.append(data)
+                return
+            if self.closing:
+                return
+            target = memoryview(app.get_buffer(len(data))).cast("B")
+            n = min(len(target), len(data))
+            if n == 0:   # no buffer to read into: never expected; end the connection rather than spin
+                log.error("TLS connection: the connection's protocol gave no buffer for %d bytes", len(data))
+                self.abort()
+                return
+            target[:n] = data[:n]
+            app.buffer_updated(n)
+            data = data[n:]
+
+    def _flush_outgoing(self) -> None:
+        out = self.session.outgoing()
+        if out and self.raw is not None and not self.closing:
+            self.raw.write(out)
+
+    def _failed(self, exc: TlsError) -> None:
+        peer = self.raw.get_extra_info("peername") if self.raw is not None else None
+        log.info("TLS connection from %s failed: %s", peer, exc)
+        out = self.session.outgoing()   # the alert that tells the client why
+        if self.raw is not None and not self.closing:
+            self.closing = True
+            if out:
+                self.raw.write(out)
+            self.raw.close()
+
+    def _handshake_timed_out(self) -> None:
+        self._timer = None
+        if self.transport is None and self.raw is not None:
+            log.info("TLS client %s did not finish its handshake in %.0f s", self.raw.get_extra_info("peername"),
+                     self.handshake_timeout_s)
+            self.abort()
