@@ -205,3 +205,10 @@ def test_release_free_heap_gives_freed_heap_pages_back_to_the_kernel(tmp_path: P
     before, after, released = json.loads(done.stdout.strip().splitlines()[-1])
     assert released is True
     assert before - after > 30 * 1024, (before, after)
+
+
+def test_a_connection_keeps_its_attributes_in_slots_not_a_dict_of_its_own() -> None:
+    """With over 30 attributes a Connection's __dict__ would be a full dict per instance (~1.5 KiB a connection)."""
+    from klog.broker.network.connection import Connection
+
+    assert Connection.__dictoffset__ == 0, "Connection instances have a __dict__: an attribute missing in __slots__?"
