@@ -212,3 +212,27 @@ def test_a_connection_keeps_its_attributes_in_slots_not_a_dict_of_its_own() -> N
     from klog.broker.network.connection import Connection
 
     assert Connection.__dictoffset__ == 0, "Connection instances have a __dict__: an attribute missing in __slots__?"
+
+
+def test_producing_connections_share_the_native_checks_and_keep_no_empty_answer_queue(tmp_path: Path) -> None:
+    """Per connection, only what is its own: the native Produce path's checks (closures over the broker state) are
+    one set for the broker, and the queue of acks=all answers waiting holds nothing (no deque block, ~0.7 KiB) while
+    no answer waits."""
+    from klog.testing.wire import WireClient
+
+    with klog.Broker(str(tmp_path / "data"), config={"num.partitions": 1}) as broker:
+        host, port = broker.bootstrap_servers.rsplit(":", 1)
+        wires = [WireClient(host, int(port)) for _ in range(3)]
+        try:
+            for wire in wires:
+                wire.send_raw(_produce_frame(1))
+            for wire in wires:
+                assert len(wire.read_frame()) > 0
+            connections = [c for c in broker._server.acceptor.connections if c.native_produce]
+            assert len(connections) == 3
+            assert len({id(c._in_sequence) for c in connections}) == 1
+            assert len({id(c._in_transaction) for c in connections}) == 1
+            assert all(sys.getsizeof(c.pipeline.answers) <= sys.getsizeof([]) for c in connections)
+        finally:
+            for wire in wires:
+                wire.close()

@@ -50,7 +50,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from klog import _native
 from klog.broker import errors
@@ -67,7 +67,7 @@ PRODUCE_KEY = 0
 
 
 def sequence_check(state: BrokerState) -> Callable[[str, int, int, int, int, int], bool]:
-    """The idempotent producers' check the native call asks (made once per connection, not per request)."""
+    """The idempotent producers' check the native call asks (made once per broker, not per request)."""
     producers = state.producers
 
     def in_sequence(topic: str, partition: int, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> bool:
@@ -82,7 +82,7 @@ def sequence_check(state: BrokerState) -> Callable[[str, int, int, int, int, int
 
 def transaction_check(state: BrokerState) -> Callable[[str, int, str, int, int, int, int, int], bool]:
     """The transactional producers' check the native call asks once per transactional batch (made once per
-    connection): the Python path's rules (``klog/broker/handlers/produce.py::_needs_verification``), answered
+    broker): the Python path's rules (``klog/broker/handlers/produce.py::_needs_verification``), answered
     without an await or False."""
     producers = state.producers
     config = state.config
@@ -106,7 +106,7 @@ def transaction_check(state: BrokerState) -> Callable[[str, int, str, int, int, 
 
 def replicated_check(state: BrokerState) -> Callable[[list[tuple[str, int]]], bool]:
     """The acks=all check the native call asks once per request with its replicated partitions (made once per
-    connection): each still led here, not being appended by a fetcher, with an ISR that satisfies
+    broker): each still led here, not being appended by a fetcher, with an ISR that satisfies
     min.insync.replicas. False: the Python path serves the request (and answers the refusal)."""
     replicas = state.replicas
 
@@ -117,6 +117,19 @@ def replicated_check(state: BrokerState) -> Callable[[list[tuple[str, int]]], bo
         return True
 
     return may_append
+
+
+class ProduceChecks(NamedTuple):
+    """The checks the native call asks, closures over the broker's state: made once per broker and shared by its
+    connections (a set of its own cost each connection about 0.6 KiB)."""
+
+    in_sequence: Callable[[str, int, int, int, int, int], bool]
+    replicated: Callable[[list[tuple[str, int]]], bool]
+    in_transaction: Callable[[str, int, str, int, int, int, int, int], bool]
+
+
+def produce_checks(state: BrokerState) -> ProduceChecks:
+    return ProduceChecks(sequence_check(state), replicated_check(state), transaction_check(state))
 
 
 def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None,

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from klog._native import release_free_heap
+from klog.broker import native_produce
 from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
 from klog.broker.groups import GroupCoordinator
@@ -101,6 +102,7 @@ class BrokerServer:
         self.requests_handled = 0
         #: Produce requests the native path served (klog/broker/native_produce.py), counted in requests_handled too
         self.native_produce_requests = 0
+        self._produce_checks: native_produce.ProduceChecks | None = None
         #: Fetch requests the native path served (klog/broker/native_fetch.py), counted in requests_handled too
         self.native_fetch_requests = 0
         #: of those, incremental fetches of a fetch session (KIP-227)
@@ -132,6 +134,13 @@ class BrokerServer:
         held, peak = front.native.held_bytes
         return {"native_front_handoffs": front.handoffs, "native_front_large_frames": front.native.large_frames,
                 "native_front_held_bytes": held, "native_front_held_bytes_peak": peak}
+
+    def produce_checks(self) -> native_produce.ProduceChecks:
+        """The native Produce path's checks (closures over the broker state), made by the first connection that
+        takes the native path and shared by all."""
+        if self._produce_checks is None:
+            self._produce_checks = native_produce.produce_checks(self.state)
+        return self._produce_checks
 
     def _new_connection(self, listener_name: str) -> Connection:
         return Connection(listener_name, self, self.acceptor, self.request_admission, self.sends)

@@ -90,6 +90,10 @@ class ServingBroker(Protocol):
     #: the native front (klog/broker/network/front.py; None: klog.network.native.front.enable is off)
     front: FrontLink | None
 
+    def produce_checks(self) -> native_produce.ProduceChecks:
+        """The native Produce path's checks, shared by the broker's connections."""
+        ...
+
 
 class Connection(asyncio.BufferedProtocol):
     """One client connection. Requests are processed sequentially (produce requests may be appended while earlier
@@ -240,9 +244,7 @@ class Connection(asyncio.BufferedProtocol):
                                          flush=self.writer.flush_pending, fail=self._close_after_failure)
         self.native_produce = self.broker.state.partitions.native_routes is not None
         if self.native_produce:
-            self._in_sequence = native_produce.sequence_check(self.broker.state)
-            self._replicated = native_produce.replicated_check(self.broker.state)
-            self._in_transaction = native_produce.transaction_check(self.broker.state)
+            self._in_sequence, self._replicated, self._in_transaction = self.broker.produce_checks()
         self.native_fetch = self.broker.state.partitions.fetch_routes is not None
         front = self.broker.front
         if front is not None and sock is not None and self.auth is None and self.writer.queue is not None \

@@ -9,7 +9,6 @@ request is processed only once every earlier answer is sent.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -28,7 +27,9 @@ class ResponsePipeline:
         self.loop = loop
         #: klog.produce.pipeline.depth: answers that may wait before the connection stops taking requests
         self.depth = depth
-        self.answers: deque[asyncio.Task[None]] = deque()
+        #: the waiting answers, oldest first (at most ``depth``: a list, which unlike a deque holds no block of its
+        #: own while empty, as on every connection without acks=all produce requests)
+        self.answers: list[asyncio.Task[None]] = []
         #: sends an answer (the connection's dispatch)
         self.finish = finish
         #: writes the responses the connection coalesced
@@ -66,7 +67,7 @@ class ResponsePipeline:
             answer.close()   # no-op once it ran; a coroutine never started must not be left unawaited
             answers = self.answers
             if answers and answers[0] is this:
-                answers.popleft()
+                del answers[0]
             elif this is not None and this in answers:   # cancelled out of turn: the connection closed
                 answers.remove(this)
 
