@@ -88,6 +88,33 @@ def test_every_record_of_one_read_is_decrypted_in_one_call(pki: Pki) -> None:
     client.tls.unwrap()
 
 
+def test_records_are_decrypted_straight_into_buffers_of_any_size(pki: Pki) -> None:
+    server = TlsServerSession(server_config(pki))
+    client = Client(client_context(pki[0]), server)
+    with pytest.raises(ssl.SSLWantReadError):
+        client.tls.do_handshake()
+    assert server.receive_into(client.outgoing.read(), bytearray())[1] == 0   # the ClientHello
+    client.incoming.write(server.outgoing())
+    client.tls.do_handshake()
+    sent = bytes(range(256)) * 100
+    for start in range(0, len(sent), 2304):
+        client.tls.write(sent[start:start + 2304])
+    wire = memoryview(client.outgoing.read())   # the client's Finished, then its records
+    consumed, written = server.receive_into(wire, bytearray())
+    assert not server.handshaking and written == 0 and consumed > 0
+    wire = wire[consumed:]
+    got = bytearray()
+    for room in (1, 7, 1000, 3000, 100_000):   # records split over buffers, many records in one
+        target = bytearray(room)
+        consumed, written = server.receive_into(wire, memoryview(target))
+        wire = wire[consumed:]
+        got += target[:written]
+        assert written == min(room, len(sent) - len(got) + written)
+    assert not wire and bytes(got) == sent
+    with pytest.raises(TypeError, match="writable"):
+        server.receive_into(b"", b"read-only")
+
+
 def test_a_required_client_certificate_is_checked_and_shown(pki: Pki) -> None:
     ca, _, client_cert = pki
     config = server_config(pki, client_auth="required")

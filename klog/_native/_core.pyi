@@ -804,6 +804,11 @@ class TlsServerSession:
     def receive(self, data: bytes | bytearray | memoryview | Any) -> bytes:
         """The application data of every complete record in ``data`` (a partial record waits for the next call);
         TlsError when the session failed."""
+    def receive_into(self, data: bytes | bytearray | memoryview | Any, target: bytearray | memoryview | Any
+                     ) -> tuple[int, int]:
+        """Decrypts the records of ``data`` straight into ``target`` until it is full or ``data`` is used up:
+        (bytes of ``data`` consumed, bytes written). Plaintext that did not fit waits for the next call; the
+        handshake's records are consumed whatever the room. TlsError when the session failed."""
     def send(self, data: bytes | bytearray | memoryview | Any) -> bytes:
         """``data`` encrypted (with any handshake bytes still due)."""
     def outgoing(self) -> bytes:

@@ -1,13 +1,14 @@
 """TLS listeners served by klog's native TLS session (``klog.tls.engine=native``): a plain TCP transport whose socket
-reads (up to 256 KiB) are decrypted in one ``klog._native.TlsServerSession.receive`` call each, every TLS record of
-the read at once, where uvloop's SSL transport makes one OpenSSL call per record (docs/security.md, "Costs").
+reads (up to 256 KiB) are decrypted in one ``klog._native.TlsServerSession.receive_into`` call each (more when the
+connection's buffer fills), every TLS record of the read at once and straight into the connection's buffer, where
+uvloop's SSL transport makes one OpenSSL call per record (docs/security.md, "Costs").
 
 :class:`NativeTlsProtocol` sits between the TCP transport and the connection's protocol: it runs the handshake
 (dropping a client that has not finished it in the listener's handshake timeout), hands the connection a
 :class:`NativeTlsTransport` once it is done (as uvloop's SSL transport calls ``connection_made`` after the
-handshake), copies the plaintext into the connection's buffers, holds it while the connection has paused reading,
-and encrypts what the connection writes. A client's close_notify is an end of stream; a TLS error sends its alert
-and closes the socket.
+handshake), decrypts into the connection's buffers, holds the rest of a read while the connection has paused
+reading, and encrypts what the connection writes. A client's close_notify is an end of stream; a TLS error sends
+its alert and closes the socket.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections import deque
 from typing import Any
 
 from klog._native import TlsError, TlsServerConfig, TlsServerSession
@@ -28,6 +28,9 @@ log = logging.getLogger("klog.broker.server")
 #: that fills the small one (a producer's)
 READ_BYTES = 256 * 1024
 FIRST_READ_BYTES = 16 * 1024
+#: the target of the handshake's records (no application data is taken before the connection is made)
+_NO_ROOM = bytearray()
+_EMPTY = memoryview(b"")
 
 
 class NativeTlsTransport(asyncio.Transport):
@@ -110,9 +113,9 @@ class NativeTlsProtocol(asyncio.BufferedProtocol):
         self.raw: asyncio.Transport | None = None
         self.transport: NativeTlsTransport | None = None
         self.buffer = memoryview(bytearray(FIRST_READ_BYTES))
-        #: the connection paused reading: plaintext decrypted meanwhile waits in ``held``
+        #: the connection paused reading: the ciphertext left of the last read waits in ``held``
         self.paused = False
-        self.held: deque[memoryview] = deque()
+        self.held: memoryview | None = None
         self.closing = False
         self._timer: asyncio.TimerHandle | None = None
 
@@ -132,26 +135,12 @@ class NativeTlsProtocol(asyncio.BufferedProtocol):
         return self.buffer
 
     def buffer_updated(self, nbytes: int) -> None:
-        try:
-            plaintext = self.session.receive(self.buffer[:nbytes])
-        except TlsError as exc:
-            self._failed(exc)
-            return
+        data = self.buffer[:nbytes]
         if nbytes == len(self.buffer) < READ_BYTES:
             self.buffer = memoryview(bytearray(READ_BYTES))
-        self._flush_outgoing()
-        if self.transport is None:
-            if self.session.handshaking:
-                return
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            self.transport = NativeTlsTransport(self)
-            self.app.connection_made(self.transport)
-        if plaintext:
-            self._deliver(memoryview(plaintext))
-        if self.session.peer_closed and not self.closing:
-            self.eof_received()
+        if self.held is not None:   # not expected (reading was paused with it): keep the order anyway
+            data, self.held = memoryview(bytes(self.held) + bytes(data)), None
+        self._feed(data)
 
     def eof_received(self) -> bool | None:
         if self.transport is None or self.closing:
@@ -166,7 +155,7 @@ class NativeTlsProtocol(asyncio.BufferedProtocol):
             self._timer.cancel()
             self._timer = None
         self.closing = True
-        self.held.clear()
+        self.held = None
         if self.transport is not None:
             self.app.connection_lost(exc)
 
@@ -198,8 +187,9 @@ class NativeTlsProtocol(asyncio.BufferedProtocol):
         if not self.paused:
             return
         self.paused = False
-        while self.held and not self.paused and not self.closing:
-            self._deliver(self.held.popleft())
+        held, self.held = self.held, None
+        if self.transport is not None:
+            self._feed(held if held is not None else _EMPTY)   # plaintext may wait in the session too
         if not self.paused and self.raw is not None and not self.closing:
             self.raw.resume_reading()
 
@@ -217,24 +207,46 @@ class NativeTlsProtocol(asyncio.BufferedProtocol):
 
     # ---- inside -------------------------------------------------------------------------------------------------
 
-    def _deliver(self, data: memoryview) -> None:
-        """Copy ``data`` into the connection's buffers; what comes after a pause waits in ``held``."""
-        app = self.app
-        while data:
-            if self.paused:
-                self.held.append(data)
-                return
-            if self.closing:
-                return
-            target = memoryview(app.get_buffer(len(data))).cast("B")
-            n = min(len(target), len(data))
-            if n == 0:   # no buffer to read into: never expected; end the connection rather than spin
-                log.error("TLS connection: the connection's protocol gave no buffer for %d bytes", len(data))
-                self.abort()
-                return
-            target[:n] = data[:n]
-            app.buffer_updated(n)
-            data = data[n:]
+    def _feed(self, data: memoryview) -> None:
+        """Decrypt ``data`` (ciphertext) straight into the connection's buffers; while the connection has paused
+        reading the rest waits in ``held`` (and plaintext that did not fit, in the session)."""
+        session, app = self.session, self.app
+        try:
+            if self.transport is None:
+                consumed, _ = session.receive_into(data, _NO_ROOM)   # the handshake's records
+                data = data[consumed:]
+                self._flush_outgoing()
+                if session.handshaking or self.closing:
+                    return
+                if self._timer is not None:
+                    self._timer.cancel()
+                    self._timer = None
+                self.transport = NativeTlsTransport(self)
+                app.connection_made(self.transport)
+            while not self.closing:
+                if self.paused:
+                    self.held = data if data else None
+                    return
+                target = app.get_buffer(-1)
+                room = len(memoryview(target))
+                if room == 0:   # never expected: end the connection rather than spin
+                    log.error("TLS connection: the connection's protocol gave no buffer to read into")
+                    self.abort()
+                    return
+                consumed, written = session.receive_into(data, target)
+                data = data[consumed:]
+                if written:
+                    app.buffer_updated(written)
+                if written < room and not data:
+                    break   # all of it delivered (a partial record waits in the session)
+                if consumed == 0 and written == 0:
+                    break
+        except TlsError as exc:
+            self._failed(exc)
+            return
+        self._flush_outgoing()   # session tickets, key updates
+        if session.peer_closed and not self.closing:
+            self.eof_received()
 
     def _flush_outgoing(self) -> None:
         out = self.session.outgoing()

@@ -205,6 +205,41 @@ impl ServerSession {
         Ok(())
     }
 
+    /// Decrypts the records of `ciphertext` straight into `target` until it is full or the
+    /// ciphertext is used up: (ciphertext bytes consumed, plaintext bytes written). Plaintext of a
+    /// record that did not fit waits in the session for the next call (with more room); while the
+    /// handshake runs its records are consumed whatever the room, so after the call that finishes it
+    /// the ciphertext behind the client's Finished is left for a call with room. After an error the
+    /// session is over (its alert is in `take_outgoing`).
+    pub fn receive_into(&mut self, ciphertext: &[u8], target: &mut [u8]) -> Result<(usize, usize), TlsError> {
+        let (mut consumed, mut written) = (0, 0);
+        loop {
+            while written < target.len() {
+                match self.conn.reader().read(&mut target[written..]) {
+                    Ok(0) => break,
+                    Ok(n) => written += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(TlsError::Protocol(e.to_string())),
+                }
+            }
+            if written == target.len() && !self.conn.is_handshaking() || consumed == ciphertext.len()
+                || self.peer_closed
+            {
+                return Ok((consumed, written));
+            }
+            let mut rest = &ciphertext[consumed..];
+            let n = self.conn.read_tls(&mut rest).map_err(|e| TlsError::Protocol(e.to_string()))?;
+            consumed += n;
+            let state = self.conn.process_new_packets().map_err(|e| TlsError::Protocol(e.to_string()))?;
+            if state.peer_has_closed() {
+                self.peer_closed = true;
+            }
+            if n == 0 {
+                return Ok((consumed, written));
+            }
+        }
+    }
+
     /// Encrypts `plaintext` into records appended to `out` (with any handshake bytes still due).
     pub fn send(&mut self, plaintext: &[u8], out: &mut Vec<u8>) -> Result<(), TlsError> {
         self.conn.writer().write_all(plaintext).map_err(|e| TlsError::Protocol(e.to_string()))?;

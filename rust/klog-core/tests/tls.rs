@@ -248,3 +248,39 @@ fn garbage_ends_the_session_with_an_error_not_a_panic() {
     assert!(matches!(server.receive(&wire, &mut plaintext), Err(TlsError::Protocol(_))));
     assert!(plaintext.is_empty());
 }
+
+#[test]
+fn records_decrypt_straight_into_buffers_of_any_size() {
+    let pki = pki();
+    let config = server_config(&settings(&pki, ClientAuth::None, &all(), &[])).unwrap();
+    let mut server = ServerSession::new(config).unwrap();
+    let mut client = client(&pki, false, &[&rustls::version::TLS13]);
+    let (consumed, written) = server.receive_into(&client_out(&mut client), &mut []).unwrap();
+    assert!(consumed > 0 && written == 0);
+    let mut answer = Vec::new();
+    server.take_outgoing(&mut answer);
+    let mut slice = &answer[..];
+    while !slice.is_empty() {
+        client.read_tls(&mut slice).unwrap();
+        client.process_new_packets().unwrap();
+    }
+    let sent: Vec<u8> = (0..20_000u32).map(|i| (i % 253) as u8).collect();
+    for piece in sent.chunks(2304) {
+        client.writer().write_all(piece).unwrap();
+    }
+    let wire = client_out(&mut client); // the client's Finished, then its records
+    let (consumed, written) = server.receive_into(&wire, &mut []).unwrap();
+    assert!(!server.is_handshaking() && written == 0);
+    let mut rest = &wire[consumed..];
+    let mut got = Vec::new();
+    for room in [1usize, 7, 1000, 3000, 100_000] {
+        let mut target = vec![0u8; room];
+        let before = sent.len() - got.len();
+        let (consumed, written) = server.receive_into(rest, &mut target).unwrap();
+        rest = &rest[consumed..];
+        got.extend_from_slice(&target[..written]);
+        assert_eq!(written, room.min(before));
+    }
+    assert!(rest.is_empty());
+    assert_eq!(got, sent);
+}

@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::gil::{run_detached_if, DETACH_THRESHOLD};
-use crate::inputs::ByteInput;
+use crate::inputs::{ByteInput, ExportedBuffer};
 
 create_exception!(
     _core,
@@ -88,6 +88,19 @@ impl PyTlsServerSession {
         })
         .map_err(to_py)?;
         Ok(PyBytes::new(py, &plaintext))
+    }
+
+    /// Decrypts the records of ``data`` straight into ``target`` (a writable buffer) until it is full or
+    /// ``data`` is used up: (bytes of ``data`` consumed, bytes written). Plaintext that did not fit
+    /// waits for the next call; the handshake's records are consumed whatever the room, and what
+    /// follows the client's Finished is left for a call with room. Raises TlsError when the session failed.
+    fn receive_into(&self, py: Python<'_>, data: ByteInput<'_>, target: &Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
+        let mut out = ExportedBuffer::writable(target, "target")?;
+        let ciphertext = data.as_slice();
+        let room = out.bytes_mut();
+        // the work is bounded by the room as much as by the input (a frame header's few bytes of a large read)
+        let work = ciphertext.len().min(room.len().max(1 << 14));
+        run_detached_if(py, work >= DETACH_THRESHOLD, || self.session().receive_into(ciphertext, room)).map_err(to_py)
     }
 
     /// ``data`` encrypted (with any handshake bytes still due), for the socket.
