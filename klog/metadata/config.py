@@ -460,12 +460,13 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "max_wait_ms or when a high watermark moves; any other Fetch gives the connection back to the event loop. "
        "Needs klog.network.native.front.enable, klog.fetch.native.enable and "
        "klog.fetch.native.wait.max.parked > 0"),
-    _k("klog.tls.engine", "string", "ssl",
-       "what serves the TLS of SSL and SASL_SSL listeners: ssl, Python's ssl module (OpenSSL) through uvloop's SSL "
-       "transport; native, klog's native TLS session (rustls, klog._native.TlsServerSession) over a plain TCP "
-       "transport, every record of a socket read decrypted in one call. Both take the same ssl.* settings; native "
-       "offers TLS 1.2's ECDHE AES-GCM and ChaCha20-Poly1305 suites and TLS 1.3's, and reads the client "
-       "certificate's subject with the cryptography package", one_of("ssl", "native")),
+    _k("klog.tls.engine", "string", "native",
+       "what serves the TLS of the broker's SSL and SASL_SSL listeners: native, klog's native TLS session (rustls, "
+       "klog._native.TlsServerSession) over a plain TCP transport, every record of a socket read decrypted in one "
+       "call; ssl, Python's ssl module (OpenSSL) through uvloop's SSL transport. Both take the same ssl.* "
+       "settings; native offers TLS 1.2's ECDHE AES-GCM and ChaCha20-Poly1305 suites and TLS 1.3's (ssl also "
+       "OpenSSL's CBC suites) and RSA, ECDSA P-256/P-384 and Ed25519 keys. The controller listener is served by "
+       "the ssl module either way", one_of("ssl", "native")),
     _k("klog.fetch.native.enable", "boolean", True,
        "serve common Fetch requests (a consumer's fetch of partitions this broker leads, without transactions on "
        "them, sessionless or a session's incremental fetch; a replica's fetch judged a plain read; no client "
