@@ -1,9 +1,9 @@
 """Produce and consume MB/s, and broker CPU per GB, over PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512) listeners of
 one klog broker and, with ``--kafka``, of one Apache Kafka 4.x broker from the same properties, in the same run
-(rounds alternate the listeners and the systems); with ``--native``, a second klog broker whose TLS listeners use
-klog's native TLS session (``klog.tls.engine=native``).
+(rounds alternate the listeners and the systems); with ``--engines ssl,native``, one klog broker per TLS engine
+(``klog.tls.engine``: ``klog-ssl`` and ``klog-native`` in the table) instead of one with the default.
 
-Run: ``python benches/bench_tls.py`` (``--mb 256 --rounds 3 --kafka --native``), or
+Run: ``python benches/bench_tls.py`` (``--mb 256 --rounds 3 --kafka --engines ssl,native``), or
 ``.venv/bin/pytest benches/bench_tls.py -p benchmark -o addopts="" -s`` (``KLOG_BENCH_TLS_KAFKA=1`` for Kafka).
 
 Clients are confluent-kafka (librdkafka: its TLS costs the client's CPU, not the broker's). Each round produces
@@ -94,10 +94,10 @@ def _properties(cert_file: str) -> dict[str, object]:
 def _start(system: str, root: Path, cert_file: str, stack: contextlib.ExitStack) -> tuple[dict[str, int], int]:
     """(listener -> port, broker pid) of a started broker of ``system``."""
     props = _properties(cert_file)
-    if system in ("klog", "klog-native"):
+    if system == "klog" or system.startswith("klog-"):
         from klog.testing.process import BrokerProcess
 
-        engine = {"klog.tls.engine": "native"} if system == "klog-native" else {}
+        engine = {"klog.tls.engine": system.removeprefix("klog-")} if system != "klog" else {}
         broker = stack.enter_context(BrokerProcess(root / f"{system}-data", {
             **props, **engine, "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0"}))
         line = next(ln for ln in broker.lines if "listening on" in ln)
@@ -179,11 +179,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mb", type=int, default=128, help="MiB produced (and consumed) per round and listener")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kafka", action="store_true", help="Apache Kafka 4.x beside klog, from the same properties")
-    parser.add_argument("--native", action="store_true",
-                        help="a second klog broker whose TLS is klog's native session (klog.tls.engine=native), "
-                             "'klog-native' in the table")
+    parser.add_argument("--engines", default="",
+                        help="comma-separated klog.tls.engine values (ssl, native): one klog broker per engine, "
+                             "'klog-<engine>' in the table (default: one broker with the default engine)")
     args = parser.parse_args(argv)
-    systems = ("klog", *(("klog-native",) if args.native else ()), *(("kafka",) if args.kafka else ()))
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    klogs = tuple(f"klog-{e}" for e in engines) if engines else ("klog",)
+    systems = (*klogs, *(("kafka",) if args.kafka else ()))
     print(report(run(args.mb, args.rounds, systems), args.mb, args.rounds))
     return 0
 
