@@ -149,7 +149,7 @@ def _security(config: BrokerConfig, lst: Listener) -> ListenerSecurity:
         try:
             security.ssl_context = server_context(settings)
             if config["klog.tls.engine"] == "native":
-                security.native = native_server_config(settings)
+                security.native = _native_or_none(config, lst, settings)
             security.principal_mapper = PrincipalMapper(settings["ssl.principal.mapping.rules"])
         except TlsConfigError as exc:
             key = exc.key if exc.key not in config.listener_settings.get(lst.name, {}) \
@@ -169,6 +169,20 @@ def _security(config: BrokerConfig, lst: Listener) -> ListenerSecurity:
         if "OAUTHBEARER" in served:
             security.oauth_validator = listener_oauth_validator(config, lst.name)
     return security
+
+
+def _native_or_none(config: BrokerConfig, lst: Listener, settings: Mapping[str, Any]) -> TlsServerConfig | None:
+    """The listener's native TLS settings; None where the native session cannot serve settings Python's ssl module
+    can (OpenSSL's CBC suites only, a P-521 key) and klog.tls.engine was left at its default: a properties file
+    that starts a Kafka node starts this one, on the ssl engine. Set explicitly, native must serve them."""
+    try:
+        return native_server_config(settings)
+    except TlsConfigError as exc:
+        if config.is_set("klog.tls.engine"):
+            raise
+        log.warning("listener %s: TLS served by Python's ssl module, not klog's native TLS session, which cannot "
+                    "serve its settings (%s: %s)", lst.name, exc.key, str(exc).partition(": ")[2] or exc)
+        return None
 
 
 def listener_securities(config: BrokerConfig) -> dict[str, ListenerSecurity]:

@@ -86,12 +86,11 @@ class Acceptor:
     async def bind(self, loop: asyncio.AbstractEventLoop,
                    new_connection: Callable[[str], asyncio.BaseProtocol]) -> None:
         """Bind every listener (serving starts with :meth:`start_serving`): a port in use fails here."""
-        native_tls = self.config["klog.tls.engine"] == "native"
         for listener in self.config.listeners:
             security = self.security[listener.name]
             tls = security.ssl_context
             factory: Callable[[], asyncio.BaseProtocol]
-            if tls is not None and native_tls:   # TLS in klog's native session over a plain TCP transport
+            if tls is not None and security.native is not None:   # TLS in klog's native session, plain TCP below
                 def factory(name: str = listener.name, security: ListenerSecurity = security) -> asyncio.BaseProtocol:
                     return NativeTlsProtocol(cast(asyncio.BufferedProtocol, new_connection(name)),
                                              security.native_config(), loop, TLS_HANDSHAKE_TIMEOUT_S)
