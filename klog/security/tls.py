@@ -14,6 +14,7 @@ import re
 import ssl
 import tempfile
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from klog.metadata.config_keys import ConfigError
@@ -67,7 +68,34 @@ def _pkcs12(path: str, password: str | None, key: str) -> tuple[bytes | None, li
     return key_pem, [c.public_bytes(Encoding.PEM) for c in certs]
 
 
-def _load_keystore(context: ssl.SSLContext, settings: Mapping[str, Any], *, required: bool) -> None:
+_PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
+_PEM_KEY = re.compile(rb"-----BEGIN ((?:[A-Z]+ )*)PRIVATE KEY-----.+?-----END \1PRIVATE KEY-----", re.S)
+
+
+def _read(path: str, key: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise TlsConfigError(key, f"cannot read {path}: {exc.strerror}") from None
+
+
+@dataclass(frozen=True)
+class _Keystore:
+    """A listener's keystore as its settings give it, in PEM (Python's ssl module and the native session load it
+    alike)."""
+    #: the certificate chain, the listener's own certificate first
+    chain: bytes
+    #: its private key, encrypted with ``password`` when that is set
+    key: bytes
+    password: str | None
+    #: the setting a key that cannot be used is reported under
+    setting: str
+
+
+def _keystore(settings: Mapping[str, Any], *, required: bool) -> _Keystore | None:
+    """The keystore ``ssl.keystore.*`` (a PEM or PKCS12 file, or inline PEM) names; None when none is set and
+    ``required`` is false."""
     store_type = str(settings.get("ssl.keystore.type") or "PEM").upper()
     location = _opt(settings, "ssl.keystore.location")
     inline_key = _opt(settings, "ssl.keystore.key")
@@ -77,28 +105,34 @@ def _load_keystore(context: ssl.SSLContext, settings: Mapping[str, Any], *, requ
         if not (inline_key and inline_chain):
             raise TlsConfigError("ssl.keystore.key", "ssl.keystore.key and ssl.keystore.certificate.chain go "
                                                      "together")
-        _load_pem_pair(context, inline_chain.encode(), inline_key.encode(), key_password, "ssl.keystore.key")
-        return
+        return _Keystore(inline_chain.encode(), inline_key.encode(), key_password, "ssl.keystore.key")
     if location is None:
         if required:
             raise TlsConfigError("ssl.keystore.location", "a TLS listener needs its certificate: set "
                                  "ssl.keystore.location (PEM or PKCS12), or ssl.keystore.key and "
                                  "ssl.keystore.certificate.chain")
-        return
+        return None
     if store_type == "PKCS12":
         key_pem, cert_pems = _pkcs12(location, _opt(settings, "ssl.keystore.password"), "ssl.keystore.location")
         if key_pem is None or not cert_pems:
             raise TlsConfigError("ssl.keystore.location", f"{location} holds no private key with its certificate")
-        _load_pem_pair(context, b"".join(cert_pems), key_pem, None, "ssl.keystore.location")
-    elif store_type == "PEM":
-        try:
-            context.load_cert_chain(location, password=key_password)
-        except (OSError, ssl.SSLError) as exc:
-            raise TlsConfigError("ssl.keystore.location", f"cannot load a key and certificate chain from "
-                                 f"{location}: {exc}") from None
-    else:
+        return _Keystore(b"".join(cert_pems), key_pem, None, "ssl.keystore.location")
+    if store_type != "PEM":
         raise TlsConfigError("ssl.keystore.type", f"{store_type}: klog reads PEM and PKCS12 keystores (convert JKS "
                              "with keytool -importkeystore -deststoretype PKCS12)")
+    data = _read(location, "ssl.keystore.location")
+    key_match = _PEM_KEY.search(data)
+    chain = b"\n".join(m.group(0) for m in _PEM_CERT.finditer(data))
+    if key_match is None or not chain:
+        raise TlsConfigError("ssl.keystore.location", f"{location} holds no PEM private key with its certificate "
+                             "chain")
+    return _Keystore(chain + b"\n", key_match.group(0), key_password, "ssl.keystore.location")
+
+
+def _load_keystore(context: ssl.SSLContext, settings: Mapping[str, Any], *, required: bool) -> None:
+    keystore = _keystore(settings, required=required)
+    if keystore is not None:
+        _load_pem_pair(context, keystore.chain, keystore.key, keystore.password, keystore.setting)
 
 
 def _load_pem_pair(context: ssl.SSLContext, chain: bytes, key: bytes, password: str | None, setting: str) -> None:
@@ -202,18 +236,6 @@ def server_context(settings: Mapping[str, Any]) -> ssl.SSLContext:
 
 # ---- the native engine (klog.tls.engine=native): the same settings as PEM bytes for klog._native -------------------
 
-_PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
-_PEM_KEY = re.compile(rb"-----BEGIN ((?:[A-Z]+ )*)PRIVATE KEY-----.+?-----END \1PRIVATE KEY-----", re.S)
-
-
-def _read(path: str, key: str) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise TlsConfigError(key, f"cannot read {path}: {exc.strerror}") from None
-
-
 def _unencrypted_key(pem: bytes, password: str | None, key: str) -> bytes:
     """A PEM private key (encrypted with ``password`` or not) as unencrypted PKCS#8 PEM."""
     try:
@@ -234,37 +256,10 @@ def _unencrypted_key(pem: bytes, password: str | None, key: str) -> bytes:
 
 
 def _keystore_pems(settings: Mapping[str, Any]) -> tuple[bytes, bytes]:
-    """(certificate chain PEM, unencrypted key PEM) of a listener's keystore, from the settings
-    ``_load_keystore`` reads."""
-    store_type = str(settings.get("ssl.keystore.type") or "PEM").upper()
-    location = _opt(settings, "ssl.keystore.location")
-    inline_key = _opt(settings, "ssl.keystore.key")
-    inline_chain = _opt(settings, "ssl.keystore.certificate.chain")
-    password = _opt(settings, "ssl.key.password")
-    if inline_key or inline_chain:
-        if not (inline_key and inline_chain):
-            raise TlsConfigError("ssl.keystore.key", "ssl.keystore.key and ssl.keystore.certificate.chain go "
-                                                     "together")
-        return inline_chain.encode(), _unencrypted_key(inline_key.encode(), password, "ssl.keystore.key")
-    if location is None:
-        raise TlsConfigError("ssl.keystore.location", "a TLS listener needs its certificate: set "
-                             "ssl.keystore.location (PEM or PKCS12), or ssl.keystore.key and "
-                             "ssl.keystore.certificate.chain")
-    if store_type == "PKCS12":
-        key_pem, cert_pems = _pkcs12(location, _opt(settings, "ssl.keystore.password"), "ssl.keystore.location")
-        if key_pem is None or not cert_pems:
-            raise TlsConfigError("ssl.keystore.location", f"{location} holds no private key with its certificate")
-        return b"".join(cert_pems), key_pem
-    if store_type != "PEM":
-        raise TlsConfigError("ssl.keystore.type", f"{store_type}: klog reads PEM and PKCS12 keystores (convert JKS "
-                             "with keytool -importkeystore -deststoretype PKCS12)")
-    data = _read(location, "ssl.keystore.location")
-    key_match = _PEM_KEY.search(data)
-    chain = b"\n".join(m.group(0) for m in _PEM_CERT.finditer(data))
-    if key_match is None or not chain:
-        raise TlsConfigError("ssl.keystore.location", f"{location} holds no PEM private key with its certificate "
-                             "chain")
-    return chain + b"\n", _unencrypted_key(key_match.group(0), password, "ssl.keystore.location")
+    """(certificate chain PEM, unencrypted key PEM) of a listener's keystore, for the native session."""
+    keystore = _keystore(settings, required=True)
+    assert keystore is not None
+    return keystore.chain, _unencrypted_key(keystore.key, keystore.password, keystore.setting)
 
 
 def _truststore_pem(settings: Mapping[str, Any]) -> bytes | None:
