@@ -164,16 +164,12 @@ class _Sink(asyncio.BufferedProtocol):
             self.done.set_result(None)
 
 
-class _MemoryBioSink(_Sink):
-    """TLS over a plain transport: socket reads into the incoming BIO, decrypted straight into the buffer."""
+class _CiphertextSink(_Sink):
+    """Reads the socket's ciphertext into a buffer of its own (RECEIVE_BYTES) and answers through the transport."""
 
-    def __init__(self, done: asyncio.Future[None], expected: int, context: ssl.SSLContext) -> None:
+    def __init__(self, done: asyncio.Future[None], expected: int) -> None:
         super().__init__(done, expected)
         self.receive = memoryview(bytearray(RECEIVE_BYTES))
-        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.sslobj = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
-        self.read = self.sslobj._sslobj.read   # type: ignore[attr-defined]
-        self.handshaking = True
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -181,6 +177,17 @@ class _MemoryBioSink(_Sink):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.receive
+
+
+class _MemoryBioSink(_CiphertextSink):
+    """TLS over a plain transport: socket reads into the incoming BIO, decrypted straight into the buffer."""
+
+    def __init__(self, done: asyncio.Future[None], expected: int, context: ssl.SSLContext) -> None:
+        super().__init__(done, expected)
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.sslobj = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
+        self.read = self.sslobj._sslobj.read   # type: ignore[attr-defined]
+        self.handshaking = True
 
     def buffer_updated(self, nbytes: int) -> None:
         incoming, sslobj = self.incoming, self.sslobj
@@ -204,21 +211,13 @@ class _MemoryBioSink(_Sink):
         self._got(got)
 
 
-class _NativeSessionSink(_Sink):
+class _NativeSessionSink(_CiphertextSink):
     """TLS over a plain transport with the native session: socket reads of 256 KiB, every record of a read
     decrypted in one call."""
 
     def __init__(self, done: asyncio.Future[None], expected: int, config: TlsServerConfig) -> None:
         super().__init__(done, expected)
-        self.receive = memoryview(bytearray(RECEIVE_BYTES))
         self.session = TlsServerSession(config)
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport   # type: ignore[assignment]
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self.receive
 
     def buffer_updated(self, nbytes: int) -> None:
         plaintext = self.session.receive(self.receive[:nbytes])

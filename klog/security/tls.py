@@ -150,27 +150,15 @@ def _load_pem_pair(context: ssl.SSLContext, chain: bytes, key: bytes, password: 
 
 def _load_truststore(context: ssl.SSLContext, settings: Mapping[str, Any]) -> bool:
     """Trust the configured CAs; False when none is configured."""
-    store_type = str(settings.get("ssl.truststore.type") or "PEM").upper()
-    location = _opt(settings, "ssl.truststore.location")
-    inline = _opt(settings, "ssl.truststore.certificates")
+    trusted = _truststore_pem(settings)
+    if trusted is None:
+        return False
     try:
-        if inline:
-            context.load_verify_locations(cadata=inline)
-            return True
-        if location is None:
-            return False
-        if store_type == "PKCS12":
-            _, cert_pems = _pkcs12(location, _opt(settings, "ssl.truststore.password"), "ssl.truststore.location")
-            if not cert_pems:
-                raise TlsConfigError("ssl.truststore.location", f"{location} holds no certificate")
-            context.load_verify_locations(cadata=b"".join(cert_pems).decode("ascii"))
-        elif store_type == "PEM":
-            context.load_verify_locations(cafile=location)
-        else:
-            raise TlsConfigError("ssl.truststore.type", f"{store_type}: klog reads PEM and PKCS12 truststores")
-    except (OSError, ssl.SSLError) as exc:
-        raise TlsConfigError("ssl.truststore.location" if not inline else "ssl.truststore.certificates",
-                             f"cannot load trusted certificates: {exc}") from None
+        context.load_verify_locations(cadata=trusted.decode("ascii"))
+    except (ssl.SSLError, UnicodeDecodeError) as exc:
+        setting = "ssl.truststore.certificates" if _opt(settings, "ssl.truststore.certificates") \
+            else "ssl.truststore.location"
+        raise TlsConfigError(setting, f"cannot load trusted certificates: {exc}") from None
     return True
 
 
@@ -263,7 +251,7 @@ def _keystore_pems(settings: Mapping[str, Any]) -> tuple[bytes, bytes]:
 
 
 def _truststore_pem(settings: Mapping[str, Any]) -> bytes | None:
-    """The trusted CAs' PEM from the settings ``_load_truststore`` reads; None when none is configured."""
+    """The trusted CAs' PEM (inline, a PEM file or a PKCS12 store); None when none is configured."""
     store_type = str(settings.get("ssl.truststore.type") or "PEM").upper()
     location = _opt(settings, "ssl.truststore.location")
     inline = _opt(settings, "ssl.truststore.certificates")
