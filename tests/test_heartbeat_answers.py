@@ -85,8 +85,14 @@ def sync_body(group: str, generation: int, member: str, assignments: list[dict[s
 
 
 def form(wire: WireClient, group: str, instance: str | None = None, session: int = SESSION_MS) -> tuple[str, int]:
-    """One member joins ``group`` alone and syncs (the group Stable): its member id and the generation."""
-    r = wire.request(JOIN, 9, join_body(group, "", instance, session))
+    """One member joins ``group`` alone and syncs (the group Stable): its member id and the generation. A first
+    JoinGroup answered NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS is sent again, as a client does: on a
+    cluster, FindCoordinator can name a node that has not yet taken over the group's partition."""
+    deadline = time.monotonic() + 30
+    while (r := wire.request(JOIN, 9, join_body(group, "", instance, session))).error_code in (
+            E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS):
+        assert time.monotonic() < deadline, r
+        time.sleep(0.1)
     if instance is None:
         assert r.error_code == E.MEMBER_ID_REQUIRED
         r = wire.request(JOIN, 9, join_body(group, r.member_id, instance, session))
