@@ -78,6 +78,15 @@ class ListenerSecurity:
     #: klog.tls.engine=native: the native session's settings, the static ones and applied_dynamic's (None: the static)
     native: TlsServerConfig | None = None
     served_native: TlsServerConfig | None = None
+    #: klog.tls.engine=native set explicitly: settings the native session cannot serve are refused, not served by
+    #: the ssl module
+    native_required: bool = False
+    #: why the listener's static settings are served by the ssl module though klog.tls.engine is native (left at
+    #: its default): the setting and what the native session cannot do with it (None: not fallen back)
+    fallback: str | None = None
+    #: the applied dynamic settings are ones only the ssl module serves (klog.tls.engine left at its default): new
+    #: connections are served by it (with served_context), under the native engine's protocol
+    served_by_ssl: bool = False
     #: the listener's current dynamic ssl.* settings (follow_dynamic_ssl; None: not followed)
     dynamic_of: Callable[[], Mapping[str, str]] | None = None
 
@@ -106,9 +115,13 @@ class ListenerSecurity:
 
         self.ssl_context.sni_callback = choose
 
-    def native_config(self) -> TlsServerConfig:
-        """klog.tls.engine=native: the settings a new connection is served with (the dynamic ones applied)."""
+    def native_config(self) -> TlsServerConfig | ssl.SSLContext:
+        """klog.tls.engine=native: the settings a new connection is served with (the dynamic ones applied), or,
+        when those are settings only Python's ssl module serves (the engine left at its default), their context
+        (the connection is then served by the ssl module under the native engine's protocol)."""
         self._follow_dynamic()
+        if self.served_by_ssl and self.served_context is not None:
+            return self.served_context
         config = self.served_native or self.native
         assert config is not None, f"listener {self.name} has no native TLS settings"
         return config
@@ -124,17 +137,32 @@ class ListenerSecurity:
             log.exception("listener %s: cannot apply its dynamic TLS settings", self.name)
 
     def _reload(self, dynamic: Mapping[str, str]) -> None:
+        by_ssl = None   # why the native session cannot serve the new settings (klog.tls.engine at its default)
         try:
             context = None if not dynamic else reloaded_server_context(self.settings_with(self.applied_dynamic),
                                                                        self.settings_with(dynamic))
-            native = None if not dynamic or self.native is None else native_server_config(self.settings_with(dynamic))
+            native = None
+            if dynamic and self.native is not None:
+                try:
+                    native = native_server_config(self.settings_with(dynamic))
+                except TlsConfigError as exc:
+                    if self.native_required:
+                        raise
+                    by_ssl = _why(exc)
         except (TlsConfigError, ConfigError) as exc:   # validated before it was written: the files changed since
             log.error("listener %s: keeping its TLS settings, the dynamic ones cannot be used: %s", self.name, exc)
         else:
             self.served_context = context
             self.served_native = native
-            log.info("listener %s: new connections use the reloaded TLS settings (%s)", self.name,
-                     ", ".join(sorted(dynamic)) or "the static ones")
+            if by_ssl is not None:   # as the listener would have started with these settings
+                log.warning("listener %s: new connections use the reloaded TLS settings (%s), served by Python's ssl "
+                            "module, not klog's native TLS session, which cannot serve them (%s); connections "
+                            "already open keep theirs", self.name, ", ".join(sorted(dynamic)), by_ssl)
+            else:
+                log.info("listener %s: new connections use the reloaded TLS settings (%s)%s", self.name,
+                         ", ".join(sorted(dynamic)) or "the static ones",
+                         ", served by klog's native TLS session again" if self.served_by_ssl else "")
+            self.served_by_ssl = by_ssl is not None
         self.applied_dynamic = dict(dynamic)
 
 
@@ -149,7 +177,8 @@ def _security(config: BrokerConfig, lst: Listener) -> ListenerSecurity:
         try:
             security.ssl_context = server_context(settings)
             if config["klog.tls.engine"] == "native":
-                security.native = _native_or_none(config, lst, settings)
+                security.native_required = _native_required(config)
+                security.native, security.fallback = _native_or_why_not(security, settings)
             security.principal_mapper = PrincipalMapper(settings["ssl.principal.mapping.rules"])
         except TlsConfigError as exc:
             key = exc.key if exc.key not in config.listener_settings.get(lst.name, {}) \
@@ -171,41 +200,54 @@ def _security(config: BrokerConfig, lst: Listener) -> ListenerSecurity:
     return security
 
 
-def _native_or_none(config: BrokerConfig, lst: Listener, settings: Mapping[str, Any]) -> TlsServerConfig | None:
-    """The listener's native TLS settings; None where the native session cannot serve settings Python's ssl module
-    can (OpenSSL's CBC suites only, a P-521 key) and klog.tls.engine was left at its default: a properties file
-    that starts a Kafka node starts this one, on the ssl engine. Set explicitly, native must serve them."""
+def _native_or_why_not(security: ListenerSecurity, settings: Mapping[str, Any]
+                        ) -> tuple[TlsServerConfig | None, str | None]:
+    """The listener's native TLS settings; (None, why) where the native session cannot serve settings Python's ssl
+    module can (OpenSSL's CBC suites only, a P-521 key) and klog.tls.engine was left at its default: a properties
+    file that starts a Kafka node starts this one, on the ssl engine (the listener logs it when it binds). Set
+    explicitly, native must serve them."""
     try:
-        return native_server_config(settings)
+        return native_server_config(settings), None
     except TlsConfigError as exc:
-        if config.is_set("klog.tls.engine"):
+        if security.native_required:
             raise
-        log.warning("listener %s: TLS served by Python's ssl module, not klog's native TLS session, which cannot "
-                    "serve its settings (%s: %s)", lst.name, exc.key, str(exc).partition(": ")[2] or exc)
-        return None
+        return None, _why(exc)
+
+
+def _why(exc: TlsConfigError) -> str:
+    """A setting the native session cannot serve and why, for the warning of a fallback to the ssl module."""
+    return f"{exc.key}: {str(exc).partition(': ')[2] or exc}"
+
+
+def _native_required(config: BrokerConfig) -> bool:
+    """klog.tls.engine=native was set: TLS settings the native session cannot serve are refused."""
+    return config["klog.tls.engine"] == "native" and config.is_set("klog.tls.engine")
 
 
 def listener_securities(config: BrokerConfig) -> dict[str, ListenerSecurity]:
-    """Every served listener's security by name; a ConfigError names a setting that cannot be used."""
+    """Every served listener's security by name; a ConfigError names a setting that cannot be used. Logs nothing:
+    a listener served by the ssl module for want of the native session's support (``fallback``) is logged when it
+    binds (klog.broker.network.listener), once."""
     return {lst.name: _security(config, lst) for lst in config.listeners}
 
 
-def dynamic_ssl_problem(config: BrokerConfig, securities: Mapping[str, ListenerSecurity], current: Mapping[str, str],
-                        after: Mapping[str, str]) -> str | None:
+def dynamic_ssl_problem(config: BrokerConfig, current: Mapping[str, str], after: Mapping[str, str]) -> str | None:
     """Why this broker's dynamic configs ``after`` (its resource's, from ``current``) cannot be served by its TLS
     listeners, its controller listener included (Kafka's validation of a dynamic SslFactory update: the stores
     load, the certificate keeps its subject and alternative names, and makes a client context for the node's own
-    connections); None if they can."""
+    connections); None if they can. With klog.tls.engine=native set, a broker listener's settings must also be ones
+    the native session serves; left at its default, those only the ssl module serves are taken (the listener's
+    new connections then go to the ssl module, as at start-up)."""
+    controllers = {lst.name for lst in config.controller_listeners}
     for lst in [*config.listeners, *config.controller_listeners]:
-        security = securities.get(lst.name)
         before_l, after_l = dynamic_ssl_settings(current, lst.name), dynamic_ssl_settings(after, lst.name)
         if lst.security_protocol not in ("SSL", "SASL_SSL") or before_l == after_l:
             continue
-        settings = security.settings if security is not None else config.listener_security(lst.name)
+        settings = config.listener_security(lst.name)
         try:
             new = with_dynamic(settings, after_l)
             reloaded_server_context(with_dynamic(settings, before_l), new)
-            if security is not None and security.native is not None:
+            if _native_required(config) and lst.name not in controllers:
                 native_server_config(new)
             client_context(new)
         except (TlsConfigError, ConfigError) as exc:

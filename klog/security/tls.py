@@ -224,6 +224,10 @@ def server_context(settings: Mapping[str, Any]) -> ssl.SSLContext:
 
 # ---- the native engine (klog.tls.engine=native): the same settings as PEM bytes for klog._native -------------------
 
+#: the ECDSA curves of the keys the native session serves (its ring provider: P-256 and P-384, not P-521)
+_NATIVE_CURVES = frozenset({"secp256r1", "secp384r1"})
+
+
 def _unencrypted_key(pem: bytes, password: str | None, key: str) -> bytes:
     """A PEM private key (encrypted with ``password`` or not) as unencrypted PKCS#8 PEM."""
     try:
@@ -240,7 +244,44 @@ def _unencrypted_key(pem: bytes, password: str | None, key: str) -> bytes:
         private = load_pem_private_key(pem, password.encode() if password else None)
     except (ValueError, TypeError) as exc:
         raise TlsConfigError(key, f"cannot load the private key: {exc}") from None
+    unserved = _unserved_key(private)
+    if unserved is not None:
+        raise TlsConfigError(key, f"the keystore's key is {unserved}: klog's native TLS session serves RSA, ECDSA "
+                                  "P-256/P-384 and Ed25519 keys (klog.tls.engine=ssl serves it)")
     return private.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+
+
+def _unserved_key(key: Any) -> str | None:
+    """What kind of key ``key`` (a cryptography private or public key) is when the native session can neither sign
+    nor verify with it (an ECDSA key on P-521, Ed448, DSA); None for the keys it can."""
+    from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448
+
+    if isinstance(key, (ec.EllipticCurvePrivateKey, ec.EllipticCurvePublicKey)) \
+            and key.curve.name not in _NATIVE_CURVES:
+        return f"an ECDSA key on {key.curve.name}"
+    if isinstance(key, (ed448.Ed448PrivateKey, ed448.Ed448PublicKey)):
+        return "an Ed448 key"
+    if isinstance(key, (dsa.DSAPrivateKey, dsa.DSAPublicKey)):
+        return "a DSA key"
+    return None
+
+
+def _check_client_cas(trusted: bytes, setting: str) -> None:
+    """A truststore the native session verifies client certificates against: none of its CAs may have a key it
+    cannot verify signatures of (a client certificate such a CA signed would be refused, where the ssl module
+    serves it)."""
+    from cryptography import x509
+
+    try:
+        cas = x509.load_pem_x509_certificates(trusted)
+    except ValueError:
+        return   # what the native session makes of it says what is wrong
+    for ca in cas:
+        unserved = _unserved_key(ca.public_key())
+        if unserved is not None:
+            raise TlsConfigError(setting, f"the CA {ca.subject.rfc4514_string()} has {unserved}: klog's native "
+                                          "TLS session cannot verify the client certificates it signs "
+                                          "(klog.tls.engine=ssl can)")
 
 
 def _keystore_pems(settings: Mapping[str, Any]) -> tuple[bytes, bytes]:
@@ -281,6 +322,9 @@ def native_server_config(settings: Mapping[str, Any]) -> Any:
         raise TlsConfigError("ssl.truststore.location", f"ssl.client.auth={client_auth} needs the CAs client "
                              "certificates are checked against: set ssl.truststore.location or "
                              "ssl.truststore.certificates")
+    if client_auth in ("required", "requested") and trusted is not None:
+        _check_client_cas(trusted, "ssl.truststore.certificates" if _opt(settings, "ssl.truststore.certificates")
+                          else "ssl.truststore.location")
     protocols = settings.get("ssl.enabled.protocols") or ["TLSv1.2", "TLSv1.3"]
     suites = settings.get("ssl.cipher.suites") or []
     if isinstance(protocols, str):

@@ -50,10 +50,12 @@ def _name(cn: str, org: str | None) -> x509.Name:
 class CertificateAuthority:
     """A self-signed CA in ``directory`` (``ca.pem``); :meth:`issue` signs server and client certificates."""
 
-    def __init__(self, directory: str | os.PathLike[str], name: str = "klog test CA") -> None:
+    def __init__(self, directory: str | os.PathLike[str], name: str = "klog test CA", *,
+                 curve: ec.EllipticCurve | None = None) -> None:
+        """``curve``: the CA key's (P-256 unless given)."""
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.key = ec.generate_private_key(curve if curve is not None else ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         subject = _name(name, None)
         self.cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
@@ -71,10 +73,11 @@ class CertificateAuthority:
         Path(self.ca_file).write_text(self.pem)
 
     def issue(self, name: str, *, hosts: tuple[str, ...] = ("localhost", "127.0.0.1"), org: str | None = "klog",
-              days: int = 30, expired: bool = False) -> Issued:
+              days: int = 30, expired: bool = False, curve: ec.EllipticCurve | None = None) -> Issued:
         """A certificate for ``name`` (its CN; ``hosts`` as subject alternative names), usable by a server and a
-        client. ``expired``: its validity ended yesterday."""
-        key = ec.generate_private_key(ec.SECP256R1())
+        client. ``expired``: its validity ended yesterday; ``curve``: its key's (P-256 unless given, e.g.
+        ``ec.SECP521R1()``, a key Python's ssl module serves and klog's native TLS session does not)."""
+        key = ec.generate_private_key(curve if curve is not None else ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         start, end = (now - datetime.timedelta(days=3), now - datetime.timedelta(days=1)) if expired else \
             (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days))

@@ -23,7 +23,7 @@ from klog.metadata.config import (
 )
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
-from klog.broker.security import dynamic_ssl_problem, listener_securities
+from klog.broker.security import dynamic_ssl_problem
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 from klog.controller.configs import ConfigControlManager
 from klog.controller.topics import TopicError
@@ -280,7 +280,7 @@ async def tls_checked(broker: HandlerBroker, request: AlterRequest,
             except TopicError:
                 pass   # refused by the controller as well, with its own answer
             else:
-                problem = dynamic_ssl_problem(broker.config, listener_securities(broker.config), before, after)
+                problem = dynamic_ssl_problem(broker.config, before, after)
         if problem is None:
             kept.append(resource)
         else:

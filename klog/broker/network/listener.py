@@ -98,6 +98,10 @@ class Acceptor:
                 log.info("listener %s: TLS served by klog's native TLS session (klog.tls.engine=native)",
                          listener.name)
             else:
+                if security.fallback is not None:   # klog.tls.engine left at its default: said once, as it binds
+                    log.warning("listener %s: TLS served by Python's ssl module, not klog's native TLS session, "
+                                "which cannot serve its settings (%s)", listener.name, security.fallback)
+
                 def factory(name: str = listener.name) -> asyncio.BaseProtocol:
                     return new_connection(name)
             server = await loop.create_server(

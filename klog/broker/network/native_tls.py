@@ -9,6 +9,10 @@ uvloop's SSL transport makes one OpenSSL call per record (docs/security.md, "Cos
 handshake), decrypts into the connection's buffers, holds the rest of a read while the connection has paused
 reading, and encrypts what the connection writes. A client's close_notify is an end of stream; a TLS error sends
 its alert and closes the socket.
+
+A listener on the default engine whose dynamic ssl.* settings the native session cannot serve (a P-521 key) serves
+its new connections with :class:`SslModuleSession` instead: Python's ssl module over memory BIOs, the same methods
+as ``TlsServerSession``, under the same protocol.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import Any
+import ssl
+from typing import Any, Union, cast
 
 from klog._native import TlsError, TlsServerConfig, TlsServerSession
 from klog.security.tls import peercert_of
@@ -31,6 +36,84 @@ FIRST_READ_BYTES = 16 * 1024
 #: the target of the handshake's records (no application data is taken before the connection is made)
 _NO_ROOM = bytearray()
 _EMPTY = memoryview(b"")
+
+
+class SslModuleSession:
+    """One TLS connection's server side served by Python's ssl module (OpenSSL, the ``ssl`` engine) over memory
+    BIOs, with the methods of ``klog._native.TlsServerSession`` that :class:`NativeTlsProtocol` calls: what a
+    listener of the native engine serves a new connection with when its current settings are ones only the ssl
+    module serves."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self._incoming, self._outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self._tls = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self.handshaking = True
+        self.peer_closed = False
+
+    def receive_into(self, data: bytes | bytearray | memoryview, target: bytearray | memoryview | Any
+                     ) -> tuple[int, int]:
+        """As ``TlsServerSession.receive_into``: all of ``data`` is taken (what is not decrypted yet waits in the
+        incoming BIO), plaintext written into ``target`` until it is full."""
+        if data:
+            self._incoming.write(data)
+        view = memoryview(target)
+        room, written = len(view), 0
+        try:
+            if self.handshaking:
+                self._tls.do_handshake()
+                self.handshaking = False
+            while written < room and not self.peer_closed:
+                count = cast(int, self._tls.read(room - written, view[written:]))   # with a buffer: a count
+                if count == 0:   # close_notify
+                    self.peer_closed = True
+                written += count
+        except ssl.SSLWantReadError:
+            pass
+        except ssl.SSLZeroReturnError:
+            self.peer_closed = True
+        except ssl.SSLError as exc:
+            raise TlsError(str(exc)) from None
+        return len(data), written
+
+    def send(self, data: bytes | bytearray | memoryview) -> bytes:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[self._tls.write(view):]
+        except ssl.SSLError as exc:
+            raise TlsError(str(exc)) from None
+        return self._outgoing.read()
+
+    def outgoing(self) -> bytes:
+        return self._outgoing.read()
+
+    def close(self) -> bytes:
+        try:
+            self._tls.unwrap()
+        except (ssl.SSLError, ValueError):   # the peer's close_notify not there (yet): ours is sent anyway
+            pass
+        return self._outgoing.read()
+
+    @property
+    def protocol_version(self) -> str | None:
+        return self._tls.version()
+
+    @property
+    def cipher_suite(self) -> str | None:
+        cipher = self._tls.cipher()
+        return cipher[0] if cipher else None
+
+    @property
+    def server_name(self) -> str | None:
+        return None   # the ssl module gives it to the server-name callback only
+
+    def peer_certificates(self) -> list[bytes]:
+        der = None if self.handshaking else self._tls.getpeercert(binary_form=True)
+        return [der] if der else []
+
+
+#: what serves one connection's TLS under NativeTlsProtocol
+ServerSession = Union[TlsServerSession, SslModuleSession]
 
 
 class NativeTlsTransport(asyncio.Transport):
@@ -102,12 +185,14 @@ class NativeTlsTransport(asyncio.Transport):
 
 class NativeTlsProtocol(asyncio.BufferedProtocol):
     """The TCP side of one TLS connection (see the module's docstring). ``app``: the connection's protocol (a
-    BufferedProtocol); ``config``: the listener's current TLS settings."""
+    BufferedProtocol); ``tls``: the listener's current TLS settings, the native session's, or an ssl module
+    context (the connection is then served by :class:`SslModuleSession`)."""
 
-    def __init__(self, app: asyncio.BufferedProtocol, config: TlsServerConfig, loop: asyncio.AbstractEventLoop,
-                 handshake_timeout_s: float) -> None:
+    def __init__(self, app: asyncio.BufferedProtocol, tls: TlsServerConfig | ssl.SSLContext,
+                 loop: asyncio.AbstractEventLoop, handshake_timeout_s: float) -> None:
         self.app = app
-        self.session = TlsServerSession(config)
+        self.session: ServerSession = SslModuleSession(tls) if isinstance(tls, ssl.SSLContext) \
+            else TlsServerSession(tls)
         self.loop = loop
         self.handshake_timeout_s = handshake_timeout_s
         self.raw: asyncio.Transport | None = None
