@@ -115,6 +115,58 @@ def test_records_are_decrypted_straight_into_buffers_of_any_size(pki: Pki) -> No
         server.receive_into(b"", b"read-only")
 
 
+def _receive_reads(server: TlsServerSession, reads: list[bytearray], room: int) -> bytes:
+    """Each read (a socket buffer, the session's scratch) decrypted into targets of ``room`` bytes."""
+    got = bytearray()
+    for read in reads:
+        data = memoryview(read)
+        while True:
+            target = bytearray(room)
+            consumed, written = server.receive_into(data, target)
+            data = data[consumed:]
+            got += target[:written]
+            if not data and written < room:
+                break
+    return bytes(got)
+
+
+def test_reads_are_decrypted_in_place_and_a_record_cut_at_any_byte_comes_out_whole(pki: Pki) -> None:
+    server = TlsServerSession(server_config(pki))
+    client = Client(client_context(pki[0]), server)
+    client.handshake()
+    pieces = (b"request " * 40, b"x", b"tail" * 30)
+    client.tls.write(pieces[0])
+    read = bytearray(client.outgoing.read())
+    target = bytearray(1000)
+    assert server.receive_into(read, target) == (len(read), len(pieces[0]))
+    assert read[5:5 + len(pieces[0])] == pieces[0]   # TLS 1.3: decrypted where the ciphertext was read
+    for cut in range(1, 500):
+        for piece in pieces:
+            client.tls.write(piece)
+        wire = client.outgoing.read()
+        assert cut < len(wire)
+        # targets of 64 bytes: a record's plaintext also waits in the session for the next target
+        assert _receive_reads(server, [bytearray(wire[:cut]), bytearray(wire[cut:])], 64) == b"".join(pieces)
+        assert server.plaintext_waiting == 0
+
+
+def test_plaintext_that_does_not_fit_waits_in_the_session(pki: Pki) -> None:
+    server = TlsServerSession(server_config(pki))
+    client = Client(client_context(pki[0]), server)
+    client.handshake()
+    client.tls.write(b"a" * 1000)
+    client.tls.write(b"b" * 1000)
+    read = bytearray(client.outgoing.read())
+    consumed, written = server.receive_into(read, bytearray(300))
+    assert written == 300 and server.plaintext_waiting == 700 and consumed < len(read)
+    target = bytearray(5000)
+    assert server.receive_into(b"", target) == (0, 700)   # the waiting plaintext, no ciphertext needed
+    assert server.receive_into(memoryview(read)[consumed:], target) == (len(read) - consumed, 1000)
+    assert target[:1000] == b"b" * 1000
+    with pytest.raises(ValueError, match="overlap"):
+        server.receive_into(memoryview(read)[:10], memoryview(read)[5:])
+
+
 def test_a_required_client_certificate_is_checked_and_shown(pki: Pki) -> None:
     ca, _, client_cert = pki
     config = server_config(pki, client_auth="required")

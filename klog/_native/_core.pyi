@@ -807,8 +807,10 @@ class TlsServerSession:
     def receive_into(self, data: bytes | bytearray | memoryview | Any, target: bytearray | memoryview | Any
                      ) -> tuple[int, int]:
         """Decrypts the records of ``data`` straight into ``target`` until it is full or ``data`` is used up:
-        (bytes of ``data`` consumed, bytes written). Plaintext that did not fit waits for the next call; the
-        handshake's records are consumed whatever the room. TlsError when the session failed."""
+        (bytes of ``data`` consumed, bytes written). A writable ``data`` is decrypted in place (what it held is
+        gone); a read-only one is copied first. Plaintext that did not fit waits for the next call
+        (``plaintext_waiting``) and the ciphertext behind it is not consumed: pass it again. The handshake's
+        records are consumed whatever the room. TlsError when the session failed."""
     def send(self, data: bytes | bytearray | memoryview | Any) -> bytes:
         """``data`` encrypted (with any handshake bytes still due)."""
     def outgoing(self) -> bytes:
@@ -819,6 +821,9 @@ class TlsServerSession:
     def handshaking(self) -> bool: ...
     @property
     def peer_closed(self) -> bool: ...
+    @property
+    def plaintext_waiting(self) -> int:
+        """Plaintext bytes decrypted but not yet delivered: the next ``receive_into`` delivers them."""
     @property
     def protocol_version(self) -> str | None: ...
     @property

@@ -1,7 +1,8 @@
 """TLS listeners served by klog's native TLS session (``klog.tls.engine=native``): a plain TCP transport whose socket
 reads (up to 256 KiB) are decrypted in one ``klog._native.TlsServerSession.receive_into`` call each (more when the
-connection's buffer fills), every TLS record of the read at once and straight into the connection's buffer, where
-uvloop's SSL transport makes one OpenSSL call per record (docs/security.md, "Costs").
+connection's buffer fills), every TLS record of the read at once, in place in the buffer the socket was read into,
+and their plaintext copied once into the connection's buffer (the partial record at the end of a read waits in the
+session), where uvloop's SSL transport makes one OpenSSL call per record (docs/security.md, "Costs").
 
 :class:`NativeTlsProtocol` sits between the TCP transport and the connection's protocol: it runs the handshake
 (dropping a client that has not finished it in the listener's handshake timeout), hands the connection a
@@ -293,8 +294,8 @@ class NativeTlsProtocol(asyncio.BufferedProtocol):
     # ---- inside -------------------------------------------------------------------------------------------------
 
     def _feed(self, data: memoryview) -> None:
-        """Decrypt ``data`` (ciphertext) straight into the connection's buffers; while the connection has paused
-        reading the rest waits in ``held`` (and plaintext that did not fit, in the session)."""
+        """Decrypt ``data`` (ciphertext: the read buffer, decrypted in place) into the connection's buffers; while the
+        connection has paused reading the rest waits in ``held`` (and plaintext that did not fit, in the session)."""
         session, app = self.session, self.app
         try:
             if self.transport is None:

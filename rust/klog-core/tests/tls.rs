@@ -112,7 +112,7 @@ fn records_of_many_reads_and_many_records_per_read_come_out_whole() {
     let mut client = client(&pki, false, &[&rustls::version::TLS13]);
     handshake(&mut server, &mut client).unwrap();
     assert_eq!(server.protocol_version(), Some("TLSv1.3"));
-    assert_eq!(server.server_name(), Some("localhost"));
+    assert_eq!(server.server_name().as_deref(), Some("localhost"));
     assert!(server.peer_certificates().is_empty());
 
     // librdkafka's way: one record per 2304 bytes of a request
@@ -255,7 +255,7 @@ fn records_decrypt_straight_into_buffers_of_any_size() {
     let config = server_config(&settings(&pki, ClientAuth::None, &all(), &[])).unwrap();
     let mut server = ServerSession::new(config).unwrap();
     let mut client = client(&pki, false, &[&rustls::version::TLS13]);
-    let (consumed, written) = server.receive_into(&client_out(&mut client), &mut []).unwrap();
+    let (consumed, written) = server.receive_into(&mut client_out(&mut client), &mut []).unwrap();
     assert!(consumed > 0 && written == 0);
     let mut answer = Vec::new();
     server.take_outgoing(&mut answer);
@@ -268,19 +268,209 @@ fn records_decrypt_straight_into_buffers_of_any_size() {
     for piece in sent.chunks(2304) {
         client.writer().write_all(piece).unwrap();
     }
-    let wire = client_out(&mut client); // the client's Finished, then its records
-    let (consumed, written) = server.receive_into(&wire, &mut []).unwrap();
+    let mut wire = client_out(&mut client); // the client's Finished, then its records
+    let (consumed, written) = server.receive_into(&mut wire, &mut []).unwrap();
     assert!(!server.is_handshaking() && written == 0);
-    let mut rest = &wire[consumed..];
+    let mut rest = &mut wire[consumed..];
     let mut got = Vec::new();
     for room in [1usize, 7, 1000, 3000, 100_000] {
         let mut target = vec![0u8; room];
         let before = sent.len() - got.len();
         let (consumed, written) = server.receive_into(rest, &mut target).unwrap();
-        rest = &rest[consumed..];
+        rest = &mut rest[consumed..];
         got.extend_from_slice(&target[..written]);
         assert_eq!(written, room.min(before));
     }
     assert!(rest.is_empty());
     assert_eq!(got, sent);
+}
+
+/// Feeds `wire` in the reads `cuts` makes of it, each decrypted into targets of `room` bytes (the
+/// reads are the caller's scratch, as the socket buffer is): the plaintext that came out.
+fn receive_in_reads(server: &mut ServerSession, wire: &[u8], cuts: &[usize], room: usize) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut from = 0;
+    for &to in cuts.iter().chain([wire.len()].iter()) {
+        let mut read = wire[from..to].to_vec();
+        let mut rest = &mut read[..];
+        loop {
+            let mut target = vec![0u8; room];
+            let (consumed, written) = server.receive_into(rest, &mut target).unwrap();
+            got.extend_from_slice(&target[..written]);
+            rest = &mut rest[consumed..];
+            if rest.is_empty() && written < room {
+                break;
+            }
+        }
+        from = to;
+    }
+    got
+}
+
+/// A client of `versions` (with a certificate if `with_cert`) through its handshake, its flights
+/// fed to the server a byte at a time: the session carries every partial record and handshake
+/// fragment over to the next read.
+fn handshake_a_byte_at_a_time(
+    server: &mut ServerSession,
+    client: &mut ClientConnection,
+) {
+    for _ in 0..10 {
+        let wire = client_out(client);
+        for byte in &wire {
+            let (consumed, written) = server.receive_into(&mut [*byte], &mut []).unwrap();
+            assert_eq!((consumed, written), (1, 0));
+        }
+        let mut answer = Vec::new();
+        server.take_outgoing(&mut answer);
+        let mut slice = &answer[..];
+        while !slice.is_empty() {
+            client.read_tls(&mut slice).unwrap();
+            client.process_new_packets().unwrap();
+        }
+        if !server.is_handshaking() && !client.is_handshaking() {
+            for byte in client_out(client) {
+                server.receive_into(&mut [byte], &mut []).unwrap();
+            }
+            return;
+        }
+    }
+    panic!("no handshake in 10 rounds");
+}
+
+#[test]
+fn handshakes_fed_a_byte_at_a_time_complete_with_what_they_negotiated() {
+    let pki = pki();
+    let config = server_config(&settings(&pki, ClientAuth::Required, &all(), &[])).unwrap();
+    for (version, name) in [(&rustls::version::TLS12, "TLSv1.2"), (&rustls::version::TLS13, "TLSv1.3")] {
+        let mut server = ServerSession::new(config.clone()).unwrap();
+        let mut client = client(&pki, true, &[version]);
+        handshake_a_byte_at_a_time(&mut server, &mut client);
+        assert_eq!(server.protocol_version(), Some(name));
+        assert_eq!(server.server_name().as_deref(), Some("localhost"));
+        assert_eq!(server.peer_certificates().len(), 1);
+        assert!(server.cipher_suite().is_some());
+        let sent: Vec<u8> = (0..40_000u32).map(|i| (i % 241) as u8).collect();
+        client.writer().write_all(&sent).unwrap();
+        let wire = client_out(&mut client);
+        let cuts: Vec<usize> = (1..wire.len()).step_by(997).collect();
+        assert_eq!(receive_in_reads(&mut server, &wire, &cuts, 5000), sent, "{name}");
+    }
+}
+
+#[test]
+fn a_record_split_across_two_reads_at_every_byte_comes_out_whole() {
+    let pki = pki();
+    let config = server_config(&settings(&pki, ClientAuth::None, &all(), &[])).unwrap();
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        let mut server = ServerSession::new(config.clone()).unwrap();
+        let mut client = client(&pki, false, &[version]);
+        handshake(&mut server, &mut client).unwrap();
+        // one session, the same three records again and again, cut at each byte once
+        let pieces: [&[u8]; 3] = [&[1u8; 100], b"x", &[2u8; 300]];
+        let mut one = Vec::new();
+        for piece in pieces {
+            client.writer().write_all(piece).unwrap();
+            one.extend_from_slice(piece);
+        }
+        let wire = client_out(&mut client);
+        let length = wire.len();
+        assert_eq!(receive_in_reads(&mut server, &wire, &[], 1 << 16), one);
+        for cut in 1..length {
+            for piece in pieces {
+                client.writer().write_all(piece).unwrap();
+            }
+            let wire = client_out(&mut client);
+            assert_eq!(wire.len(), length);
+            // a target of 64 bytes: records also wait half delivered at the cut
+            assert_eq!(receive_in_reads(&mut server, &wire, &[cut], 64), one, "cut at {cut}");
+            assert_eq!(server.plaintext_waiting(), 0);
+        }
+    }
+}
+
+#[test]
+fn records_are_decrypted_in_the_buffer_they_were_read_into() {
+    let pki = pki();
+    let config = server_config(&settings(&pki, ClientAuth::None, &all(), &[])).unwrap();
+    let mut server = ServerSession::new(config).unwrap();
+    let mut client = client(&pki, false, &[&rustls::version::TLS13]);
+    handshake(&mut server, &mut client).unwrap();
+    let sent = b"a produce request's bytes".repeat(100);
+    client.writer().write_all(&sent).unwrap();
+    let mut read = client_out(&mut client);
+    let mut target = vec![0u8; 10_000];
+    let (consumed, written) = server.receive_into(&mut read, &mut target).unwrap();
+    assert_eq!((consumed, written), (read.len(), sent.len()));
+    assert_eq!(&target[..written], &sent[..]);
+    // TLS 1.3: the record's header, then its plaintext where its ciphertext was
+    assert_eq!(&read[5..5 + sent.len()], &sent[..]);
+}
+
+#[test]
+fn plaintext_that_does_not_fit_waits_and_the_ciphertext_behind_it_is_passed_again() {
+    let pki = pki();
+    let config = server_config(&settings(&pki, ClientAuth::None, &all(), &[])).unwrap();
+    let mut server = ServerSession::new(config).unwrap();
+    let mut client = client(&pki, false, &[&rustls::version::TLS13]);
+    handshake(&mut server, &mut client).unwrap();
+    client.writer().write_all(&[7u8; 1000]).unwrap();
+    client.writer().write_all(&[8u8; 1000]).unwrap();
+    let mut read = client_out(&mut client);
+    let mut target = [0u8; 300];
+    let (consumed, written) = server.receive_into(&mut read, &mut target).unwrap();
+    assert_eq!((written, server.plaintext_waiting()), (300, 700));
+    assert!(consumed < read.len()); // the second record, untouched
+    // no ciphertext: the waiting plaintext alone
+    let mut big = [0u8; 5000];
+    assert_eq!(server.receive_into(&mut [], &mut big).unwrap(), (0, 700));
+    assert_eq!(server.plaintext_waiting(), 0);
+    let (rest, written) = server.receive_into(&mut read[consumed..], &mut big).unwrap();
+    assert_eq!((rest, written), (read.len() - consumed, 1000));
+    assert!(big[..1000].iter().all(|b| *b == 8));
+}
+
+#[test]
+fn key_updates_both_ways_and_close_notify_mid_read_keep_the_stream_whole() {
+    let pki = pki();
+    let config = server_config(&settings(&pki, ClientAuth::None, &all(), &[])).unwrap();
+    let mut server = ServerSession::new(config).unwrap();
+    let mut client = client(&pki, false, &[&rustls::version::TLS13]);
+    handshake(&mut server, &mut client).unwrap();
+    let mut to_client = |server: &mut ServerSession, client: &mut ClientConnection, out: Vec<u8>| {
+        let mut slice = &out[..];
+        let _ = server;
+        let mut got = Vec::new();
+        while !slice.is_empty() {
+            client.read_tls(&mut slice).unwrap();
+            client.process_new_packets().unwrap();
+            let _ = client.reader().read_to_end(&mut got);
+        }
+        got
+    };
+    // the client's data, a key update asking for ours, more data, all in one read
+    client.writer().write_all(b"before the update").unwrap();
+    client.refresh_traffic_keys().unwrap();
+    client.writer().write_all(b" and after it").unwrap();
+    let wire = client_out(&mut client);
+    assert_eq!(receive_in_reads(&mut server, &wire, &[], 1 << 16), b"before the update and after it");
+    // our answer under the keys the key update made us take (the client reads it)
+    let answer: Vec<u8> = (0..100_000u32).map(|i| (i % 239) as u8).collect();
+    let mut out = Vec::new();
+    server.send(&answer, &mut out).unwrap();
+    assert_eq!(to_client(&mut server, &mut client, out), answer);
+    // data and close_notify in one read with bytes after it: the data, then the end of the stream
+    client.writer().write_all(b"last words").unwrap();
+    client.send_close_notify();
+    let mut wire = client_out(&mut client);
+    wire.extend_from_slice(b"ignored after close_notify");
+    let cut = wire.len() - 40;
+    assert_eq!(receive_in_reads(&mut server, &wire, &[cut], 1 << 16), b"last words");
+    assert!(server.peer_closed());
+    // the answer still goes out, then our close_notify
+    let mut out = Vec::new();
+    server.send(b"goodbye", &mut out).unwrap();
+    server.close();
+    server.take_outgoing(&mut out);
+    assert_eq!(to_client(&mut server, &mut client, out), b"goodbye");
+    assert!(client.process_new_packets().unwrap().peer_has_closed());
 }

@@ -1,5 +1,6 @@
 //! `TlsServerConfig` and `TlsServerSession`: klog_core::tls's sans-IO TLS server session for Python.
-//! The caller reads and writes the socket; `receive` decrypts every record of one read in one call.
+//! The caller reads and writes the socket; `receive_into` decrypts every record of one read in one call,
+//! in place in the buffer the socket was read into.
 
 use std::sync::{Arc, Mutex};
 
@@ -91,22 +92,46 @@ impl PyTlsServerSession {
     }
 
     /// Decrypts the records of ``data`` straight into ``target`` (a writable buffer) until it is full or
-    /// ``data`` is used up: (bytes of ``data`` consumed, bytes written). Plaintext that did not fit
-    /// waits for the next call; the handshake's records are consumed whatever the room, and what
-    /// follows the client's Finished is left for a call with room. Raises TlsError when the session failed.
-    fn receive_into(&self, py: Python<'_>, data: ByteInput<'_>, target: &Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
+    /// ``data`` is used up: (bytes of ``data`` consumed, bytes written). A writable ``data`` (the buffer the
+    /// socket was read into) is decrypted in place, so what it held is gone; a read-only one is copied first.
+    /// Plaintext that did not fit waits for the next call (``plaintext_waiting``), and the ciphertext behind it
+    /// is not consumed: pass it again. The handshake's records are consumed whatever the room, and what follows
+    /// the client's Finished is left for a call with room. Raises TlsError when the session failed.
+    fn receive_into(&self, py: Python<'_>, data: &Bound<'_, PyAny>, target: &Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
         let mut out = ExportedBuffer::writable(target, "target")?;
-        let ciphertext = data.as_slice();
+        let mut exported;
+        let mut copied;
+        let ciphertext: &mut [u8] = match ExportedBuffer::writable(data, "data") {
+            Ok(buffer) => {
+                exported = buffer;
+                exported.bytes_mut()
+            }
+            Err(_) => {
+                copied = ByteInput::from_object(data, "data")?.as_slice().to_vec();
+                &mut copied
+            }
+        };
         let room = out.bytes_mut();
+        let (a, b) = (ciphertext.as_ptr_range(), room.as_ptr_range());
+        if !ciphertext.is_empty() && !room.is_empty() && a.start < b.end && b.start < a.end {
+            return Err(PyValueError::new_err("data and target must not overlap"));
+        }
         // the work is bounded by the room as much as by the input (a frame header's few bytes of a large read)
         let work = ciphertext.len().min(room.len().max(1 << 14));
         run_detached_if(py, work >= DETACH_THRESHOLD, || self.session().receive_into(ciphertext, room)).map_err(to_py)
     }
 
+    /// Bytes of plaintext decrypted but not yet delivered (they did not fit the last target): the next
+    /// ``receive_into`` delivers them, even with no data.
+    #[getter]
+    fn plaintext_waiting(&self) -> usize {
+        self.session().plaintext_waiting()
+    }
+
     /// ``data`` encrypted (with any handshake bytes still due), for the socket.
     fn send<'py>(&self, py: Python<'py>, data: ByteInput<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let plaintext = data.as_slice();
-        let mut out = Vec::with_capacity(plaintext.len() + plaintext.len() / 64 + 64);
+        let mut out = Vec::new();
         run_detached_if(py, plaintext.len() >= DETACH_THRESHOLD, || self.session().send(plaintext, &mut out))
             .map_err(to_py)?;
         Ok(PyBytes::new(py, &out))
@@ -154,7 +179,7 @@ impl PyTlsServerSession {
     /// The SNI host name the client asked for.
     #[getter]
     fn server_name(&self) -> Option<String> {
-        self.session().server_name().map(str::to_string)
+        self.session().server_name()
     }
 
     /// The client's certificate chain (DER, its own first); empty without one.
