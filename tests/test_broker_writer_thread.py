@@ -16,7 +16,7 @@ import pytest
 from klog.protocol import ApiKey, decode_response, encode_request
 from klog.records import decode_batches, encode_batch
 from klog.testing.process import BrokerProcess
-from klog.testing.wire import WireClient
+from klog.testing.wire import WireClient, read_frame
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -54,21 +54,6 @@ def _produce_frame(topic, partition, value, correlation_id):
             {"index": partition, "records": encode_batch([{"value": value}])}]}]})
 
 
-def _read_exact(sock, n):
-    chunks = []
-    while n:
-        chunk = sock.recv(min(n, 1 << 16))
-        if not chunk:
-            raise ConnectionError("closed by the broker")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
-def _read_frame(sock):
-    return _read_exact(sock, struct.unpack(">i", _read_exact(sock, 4))[0])
-
-
 def test_the_writer_thread_runs_only_when_enabled(broker):
     # A new thread takes its name once it is first scheduled: on a loaded machine that can be after the broker
     # says it is listening, so wait a little for it (and, when disabled, for it not to appear).
@@ -89,7 +74,7 @@ def test_many_connections_pipelining_get_every_answer_in_order(broker):
                 sock.sendall(b"".join(_produce_frame(topic, partition, b"%d-%d" % (partition, i), i)
                                       for i in range(REQUESTS_PER_CONNECTION)))
                 for i in range(REQUESTS_PER_CONNECTION):
-                    cid, response = decode_response(ApiKey.PRODUCE, 9, _read_frame(sock))
+                    cid, response = decode_response(ApiKey.PRODUCE, 9, read_frame(sock))
                     part = response.responses[0].partition_responses[0]
                     if (cid, part.error_code, part.base_offset) != (i, 0, i):
                         failures.append(f"partition {partition}: request {i} got {cid}, {part}")
@@ -123,7 +108,7 @@ def test_answers_before_a_protocol_error_arrive_before_the_connection_closes(bro
         unknown_api = struct.pack(">ihhi", 8, 9999, 0, 99) + b"\x00\x00"
         sock.sendall(b"".join(_produce_frame(topic, 0, b"x", i) for i in range(5)) + unknown_api)
         for i in range(5):
-            cid, response = decode_response(ApiKey.PRODUCE, 9, _read_frame(sock))
+            cid, response = decode_response(ApiKey.PRODUCE, 9, read_frame(sock))
             assert cid == i and response.responses[0].partition_responses[0].error_code == 0
         assert sock.recv(1) == b""  # then the broker closes
 
@@ -179,12 +164,12 @@ def test_a_large_fetch_to_a_slow_reader_arrives_whole_and_in_order(broker):
         sock.sendall(encode_request(ApiKey.FETCH, 11, 1, "slow", fetch)
                      + encode_request(ApiKey.API_VERSIONS, 0, 2, "slow", {}))
         time.sleep(0.3)  # let the broker fill the small buffer and wait for writability
-        cid, response = decode_response(ApiKey.FETCH, 11, _read_frame(sock))
+        cid, response = decode_response(ApiKey.FETCH, 11, read_frame(sock))
         assert cid == 1
         got = [r.value for b in decode_batches(bytes(response.responses[0].partitions[0].records))
                for r in b.records]
         assert got == values
-        cid, versions = decode_response(ApiKey.API_VERSIONS, 0, _read_frame(sock))
+        cid, versions = decode_response(ApiKey.API_VERSIONS, 0, read_frame(sock))
         assert cid == 2 and versions.error_code == 0
     finally:
         sock.close()

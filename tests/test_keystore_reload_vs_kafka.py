@@ -8,9 +8,6 @@ on an mTLS listener makes new connections trust the CA it adds; an inline PEM ke
 from __future__ import annotations
 
 import shutil
-import socket
-import ssl
-import struct
 import time
 
 import pytest
@@ -25,6 +22,14 @@ from klog.testing import kafka_tools as kt  # noqa: E402
 from klog.testing.certs import CertificateAuthority  # noqa: E402
 from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port, one_broker  # noqa: E402
 from klog.testing.process import BrokerProcess  # noqa: E402
+from klog.testing.tls_probe import (  # noqa: E402
+    admits,
+    alter_broker_config,
+    api_versions_v0,
+    connect,
+    served_certificate,
+    wait_for_served_serial,
+)
 
 pytestmark = pytest.mark.java
 
@@ -63,73 +68,31 @@ def _serial(path: str) -> int:
     return x509.load_pem_x509_certificate(open(path, "rb").read()).serial_number
 
 
-def _connect(address, ca_file) -> ssl.SSLSocket:
-    context = ssl.create_default_context(cafile=ca_file)
-    return context.wrap_socket(socket.create_connection(address, timeout=10), server_hostname=address[0])
-
-
 def _served_serial(address, ca_file) -> int:
-    with _connect(address, ca_file) as tls:
-        return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
-
-
-def _api_versions(tls: ssl.SSLSocket, correlation_id: int) -> int:
-    """One ApiVersions v0 round trip on ``tls``: its error code."""
-    body = struct.pack(">hhih", 18, 0, correlation_id, 4) + b"test"
-    tls.sendall(struct.pack(">i", len(body)) + body)
-    size = struct.unpack(">i", _read(tls, 4))[0]
-    answer = _read(tls, size)
-    assert struct.unpack(">i", answer[:4])[0] == correlation_id
-    return struct.unpack(">h", answer[4:6])[0]
-
-
-def _read(tls: ssl.SSLSocket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = tls.recv(n - len(data))
-        assert chunk, "connection closed"
-        data += chunk
-    return data
+    return served_certificate(address, ca_file).serial_number
 
 
 def _alter(bootstrap: str, value: str) -> tuple[int, str]:
     """IncrementalAlterConfigs SET of the keystore on broker 1 with confluent-kafka: (error code, message)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
-        ConfigEntry(KEY, value, incremental_operation=AlterConfigOpType.SET)])
-    try:
-        admin.incremental_alter_configs([resource])[resource].result(30)
-    except Exception as exc:   # KafkaException carrying the KafkaError
-        error = exc.args[0]
-        return error.code(), error.str()
-    return 0, ""
-
-
-def _wait_for_serial(address, ca_file, serial: int) -> None:
-    deadline = time.monotonic() + APPLY_TIMEOUT_S
-    seen = _served_serial(address, ca_file)
-    while seen != serial and time.monotonic() < deadline:
-        time.sleep(0.2)
-        seen = _served_serial(address, ca_file)
-    assert seen == serial, f"the listener still serves certificate {seen:x}, not {serial:x}"
+    return alter_broker_config(bootstrap, KEY, value)
 
 
 def test_kafka_configs_replaces_the_keystore_for_new_connections_and_open_ones_continue(server, pki):
     plaintext, address = server
     ca = pki["ca"].ca_file
     assert _served_serial(address, ca) == _serial(pki["first"])
-    before = _connect(address, ca)
+    before = connect(address, ca)
     try:
-        assert _api_versions(before, 1) == 0
+        assert api_versions_v0(before, 1) == 0
         result = kt.run_kafka_tool(kt.CONFIG_COMMAND, "--bootstrap-server", plaintext, "--entity-type", "brokers",
                                    "--entity-name", "1", "--alter", "--add-config", f"{KEY}={pki['renewed']}")
         assert result.returncode == 0, result.stderr
-        _wait_for_serial(address, ca, _serial(pki["renewed"]))
+        wait_for_served_serial(address, ca, _serial(pki["renewed"]), APPLY_TIMEOUT_S)
         described = kt.run_kafka_tool(kt.CONFIG_COMMAND, "--bootstrap-server", plaintext, "--entity-type",
                                       "brokers", "--entity-name", "1", "--describe")
         assert described.returncode == 0, described.stderr
         assert f"{KEY}={pki['renewed']}" in described.stdout, described.stdout
-        assert _api_versions(before, 2) == 0   # opened with the first certificate, still served
+        assert api_versions_v0(before, 2) == 0   # opened with the first certificate, still served
         assert x509.load_der_x509_certificate(before.getpeercert(binary_form=True)).serial_number == \
             _serial(pki["first"])
     finally:
@@ -178,28 +141,16 @@ def mtls_server(request, tmp_path_factory, mtls_pki):
         yield bootstrap, ("127.0.0.1", ssl_port)
 
 
-
-def _client_served(address, pki) -> bool:
-    """Whether a client with a certificate of the other CA gets an ApiVersions answer."""
-    context = ssl.create_default_context(cafile=pki["broker_ca"].ca_file)
-    context.load_cert_chain(pki["client"].cert_file, pki["client"].key_file)
-    try:
-        with context.wrap_socket(socket.create_connection(address, timeout=10), server_hostname=address[0]) as tls:
-            return _api_versions(tls, 3) == 0
-    except (ssl.SSLError, ConnectionError, AssertionError, OSError):
-        return False
-
-
 def test_kafka_configs_replaces_the_truststore_and_new_connections_trust_the_added_ca(mtls_server, mtls_pki):
     plaintext, address = mtls_server
-    assert not _client_served(address, mtls_pki)   # its CA is not trusted yet
+    assert not admits(address, mtls_pki["broker_ca"].ca_file, mtls_pki["client"])   # its CA is not trusted yet
     result = kt.run_kafka_tool(kt.CONFIG_COMMAND, "--bootstrap-server", plaintext, "--entity-type", "brokers",
                                "--entity-name", "1", "--alter", "--add-config", f"{TRUSTSTORE}={mtls_pki['both']}")
     assert result.returncode == 0, result.stderr
     deadline = time.monotonic() + APPLY_TIMEOUT_S
-    while not _client_served(address, mtls_pki) and time.monotonic() < deadline:
+    while not admits(address, mtls_pki["broker_ca"].ca_file, mtls_pki["client"]) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _client_served(address, mtls_pki), "a client of the CA added to the truststore is still refused"
+    assert admits(address, mtls_pki["broker_ca"].ca_file, mtls_pki["client"]), "a client of the CA added to the truststore is still refused"
 
 
 CHAIN = "listener.name.ssl.ssl.keystore.certificate.chain"
@@ -252,4 +203,4 @@ def test_inline_pem_key_and_chain_are_replaced_for_new_connections(inline_server
         ConfigEntry(CHAIN, renewed.cert_pem.strip(), incremental_operation=AlterConfigOpType.SET),
         ConfigEntry(INLINE_KEY, renewed.key_pem.strip(), incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(30)
-    _wait_for_serial(address, ca, serial)
+    wait_for_served_serial(address, ca, serial, APPLY_TIMEOUT_S)

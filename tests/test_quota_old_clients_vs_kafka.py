@@ -7,7 +7,6 @@ not throttle itself: ``AbstractResponse.shouldClientThrottle``) either; it answe
 from __future__ import annotations
 
 import socket
-import struct
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 from klog.protocol import ApiKey, decode_response, encode_request
 from klog.records import encode_batch
 from klog.testing.kafka import one_broker
-from klog.testing.wire import WireClient
+from klog.testing.wire import WireClient, read_frame
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -26,7 +25,6 @@ PROPS = {"quota.window.num": 2, "quota.window.size.seconds": 2, "num.partitions"
 CLIENT = "old-producer"
 TOPIC = "held"
 RATE = 10240   # producer_byte_rate of CLIENT, bytes/s; each produce below is 10x that
-_SIZE = struct.Struct(">i")
 
 
 @pytest.fixture(params=["klog", "kafka"])
@@ -56,21 +54,11 @@ def produce(server: tuple[str, int], version: int) -> tuple[float, int]:
     with socket.create_connection(server, timeout=30) as sock:
         started = time.monotonic()
         sock.sendall(frame)
-        (size,) = _SIZE.unpack(_read(sock, _SIZE.size))
-        answer = _read(sock, size)
+        answer = read_frame(sock)
         elapsed_ms = (time.monotonic() - started) * 1000
     _, response = decode_response(ApiKey.PRODUCE, version, answer)
     assert response.responses[0].partition_responses[0].error_code == 0, response
     return elapsed_ms, int(response.throttle_time_ms)
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "the broker closed the connection"
-        data += chunk
-    return data
 
 
 def test_a_throttled_answer_is_sent_at_once_to_old_and_new_clients(broker: tuple[str, int]) -> None:

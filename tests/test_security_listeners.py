@@ -19,9 +19,10 @@ pytest.importorskip("cryptography", reason="certificates are made with the crypt
 
 from klog.testing.certs import CertificateAuthority
 from klog.testing.process import BrokerProcess
+from klog.testing.tls_probe import produce_and_consume
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer  # noqa: E402
+from confluent_kafka import KafkaError, KafkaException, Producer  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
     AdminClient,
     NewTopic,
@@ -113,23 +114,7 @@ def _client_conf(broker, pki, case):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_confluent_kafka_produces_and_consumes(broker, pki, case):
-    conf = _client_conf(broker, pki, case)
-    value = f"{case}-{uuid.uuid4()}".encode()
-    producer = Producer(conf)
-    producer.produce(TOPIC, value)
-    assert producer.flush(30) == 0
-    consumer = Consumer({**conf, "group.id": f"g-{case}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([TOPIC])
-    seen = set()
-    deadline = time.monotonic() + 30
-    try:
-        while value not in seen and time.monotonic() < deadline:
-            msg = consumer.poll(1)
-            if msg is not None and msg.error() is None:
-                seen.add(msg.value())
-    finally:
-        consumer.close()
-    assert value in seen
+    produce_and_consume(_client_conf(broker, pki, case), TOPIC, f"{case}-{uuid.uuid4()}".encode())
 
 
 def _fetch_frame(sock, topic, slow=False):

@@ -12,23 +12,29 @@ import re
 import shutil
 import socket
 import ssl
-import struct
 import time
-import uuid
 
 import pytest
 
 pytest.importorskip("cryptography", reason="certificates are made with the cryptography package (the test extra)")
 
-from confluent_kafka import Consumer, Producer  # noqa: E402
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from cryptography import x509  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 
 from klog.protocol.errors import ErrorCode  # noqa: E402
 from klog.testing.certs import CertificateAuthority  # noqa: E402
-from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port  # noqa: E402
+from klog.testing.kafka import free_port, one_broker_node  # noqa: E402
 from klog.testing.process import BrokerProcess  # noqa: E402
+from klog.testing.tls_probe import (  # noqa: E402
+    admits,
+    alter_broker_config,
+    api_versions_v0,
+    connect,
+    produce_and_consume,
+    served_certificate,
+    wait_for_served_serial,
+)
 
 KEY = "listener.name.ssl.ssl.keystore.location"
 TRUSTSTORE = "listener.name.ssl.ssl.truststore.location"
@@ -55,82 +61,17 @@ def _serial(path: str) -> int:
     return x509.load_pem_x509_certificate(open(path, "rb").read()).serial_number
 
 
-def _connect(address, ca_file, client=None) -> ssl.SSLSocket:
-    context = ssl.create_default_context(cafile=ca_file)
-    if client is not None:
-        context.load_cert_chain(client.cert_file, client.key_file)
-    return context.wrap_socket(socket.create_connection(address, timeout=10), server_hostname=address[0])
-
-
-def _served(address, ca_file) -> x509.Certificate:
-    with _connect(address, ca_file) as tls:
-        return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
-
-
-def _wait_for_serial(address, ca_file, serial: int) -> None:
-    deadline = time.monotonic() + APPLY_TIMEOUT_S
-    seen = _served(address, ca_file).serial_number
-    while seen != serial and time.monotonic() < deadline:
-        time.sleep(0.2)
-        seen = _served(address, ca_file).serial_number
-    assert seen == serial, f"the listener still serves certificate {seen:x}, not {serial:x}"
-
-
-def _api_versions(tls: ssl.SSLSocket, correlation_id: int) -> int:
-    """One ApiVersions v0 round trip on ``tls``: its error code."""
-    body = struct.pack(">hhih", 18, 0, correlation_id, 4) + b"test"
-    tls.sendall(struct.pack(">i", len(body)) + body)
-    size = struct.unpack(">i", _read(tls, 4))[0]
-    answer = _read(tls, size)
-    assert struct.unpack(">i", answer[:4])[0] == correlation_id
-    return struct.unpack(">h", answer[4:6])[0]
-
-
-def _read(tls: ssl.SSLSocket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = tls.recv(n - len(data))
-        assert chunk, "connection closed"
-        data += chunk
-    return data
-
-
 def _alter(bootstrap: str, value: str) -> tuple[int, str]:
-    """IncrementalAlterConfigs SET of the SSL listener's keystore on broker 1 with confluent-kafka: (error code,
-    message)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
-        ConfigEntry(KEY, value, incremental_operation=AlterConfigOpType.SET)])
-    try:
-        admin.incremental_alter_configs([resource])[resource].result(30)
-    except Exception as exc:   # KafkaException carrying the KafkaError
-        error = exc.args[0]
-        return error.code(), error.str()
-    return 0, ""
+    """IncrementalAlterConfigs SET of the SSL listener's keystore on broker 1: (error code, message)."""
+    return alter_broker_config(bootstrap, KEY, value)
 
 
 def _round_trip(address, ca_file: str, topic: str) -> None:
     """confluent-kafka produces a record over the SSL listener (verifying the certificate it serves against the
     CA, host name included) and a consumer reads it back over the same listener."""
-    conf = {"bootstrap.servers": f"{address[0]}:{address[1]}", "security.protocol": "SSL",
-            "ssl.ca.location": ca_file, "ssl.endpoint.identification.algorithm": "https",
-            "socket.timeout.ms": 10000}
-    value = f"after-reload-{uuid.uuid4()}".encode()
-    producer = Producer(conf)
-    producer.produce(topic, value)
-    assert producer.flush(30) == 0
-    consumer = Consumer({**conf, "group.id": f"g-{uuid.uuid4()}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    seen = set()
-    deadline = time.monotonic() + 30
-    try:
-        while value not in seen and time.monotonic() < deadline:
-            msg = consumer.poll(1)
-            if msg is not None and msg.error() is None:
-                seen.add(msg.value())
-    finally:
-        consumer.close()
-    assert value in seen
+    produce_and_consume({"bootstrap.servers": f"{address[0]}:{address[1]}", "security.protocol": "SSL",
+                         "ssl.ca.location": ca_file, "ssl.endpoint.identification.algorithm": "https",
+                         "socket.timeout.ms": 10000}, topic)
 
 
 def test_a_listener_the_ssl_module_serves_at_start_up_is_logged_once(tmp_path, pki):
@@ -152,7 +93,7 @@ def test_a_listener_the_ssl_module_serves_at_start_up_is_logged_once(tmp_path, p
             context.maximum_version = ssl.TLSVersion.TLSv1_2
             with context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
                                      server_hostname="127.0.0.1") as tls:
-                assert _api_versions(tls, 1) == 0
+                assert api_versions_v0(tls, 1) == 0
         log = node.log_text()
     warnings = [ln for ln in log.splitlines() if FALLBACK in ln]
     assert len([ln for ln in warnings if "listener P521:" in ln]) == 1, warnings
@@ -175,25 +116,12 @@ def server(request, tmp_path_factory, pki):
     props = {"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
              "ssl.keystore.type": "PEM", KEY: pki["first"], "node.id": 1, "num.partitions": 1,
              "offsets.topic.replication.factor": 1}
-    if request.param == "klog":
-        with BrokerProcess(tmp_path / "data", {
-                **props, "listeners": f"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}"}) as node:
+    with one_broker_node(request.param, tmp_path, props, extra_listeners=[f"SSL://127.0.0.1:{ssl_port}"]) \
+            as (bootstrap, node):
+        if node is not None:
             assert any("listener SSL: TLS served by klog's native TLS session" in ln for ln in node.lines)
-            _create_topic(node.bootstrap_servers)
-            yield node.bootstrap_servers, ("127.0.0.1", ssl_port), node
-        return
-    try:
-        find_kafka_libs()
-    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
-        pytest.skip(f"Apache Kafka jars not available: {exc}")
-    port, controller = free_port(), free_port()
-    with apache_kafka(tmp_path, port, heap="512m", config={
-            **props, "listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port},"
-                                  f"CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}"}) as bootstrap:
-        _create_topic(str(bootstrap))
-        yield str(bootstrap), ("127.0.0.1", ssl_port), None
+        _create_topic(bootstrap)
+        yield bootstrap, ("127.0.0.1", ssl_port), node
 
 
 def test_a_p521_keystore_is_taken_by_a_reload_and_served_to_new_clients(server, pki):
@@ -203,18 +131,18 @@ def test_a_p521_keystore_is_taken_by_a_reload_and_served_to_new_clients(server, 
     is served; a P-256 keystore after it is served again (by the native session on klog)."""
     plaintext, address, node = server
     ca = pki["ca"].ca_file
-    assert _served(address, ca).serial_number == _serial(pki["first"])
-    before = _connect(address, ca)
+    assert served_certificate(address, ca).serial_number == _serial(pki["first"])
+    before = connect(address, ca)
     try:
-        assert _api_versions(before, 1) == 0
+        assert api_versions_v0(before, 1) == 0
         code, message = _alter(plaintext, pki["p521"])
         assert code == 0, message
-        _wait_for_serial(address, ca, _serial(pki["p521"]))
-        served = _served(address, ca)
+        wait_for_served_serial(address, ca, _serial(pki["p521"]))
+        served = served_certificate(address, ca)
         assert isinstance(served.public_key(), ec.EllipticCurvePublicKey)
         assert served.public_key().curve.name == "secp521r1"
         _round_trip(address, ca, "reloaded")
-        assert _api_versions(before, 2) == 0   # opened on the first keystore, still served with it
+        assert api_versions_v0(before, 2) == 0   # opened on the first keystore, still served with it
         assert x509.load_der_x509_certificate(before.getpeercert(binary_form=True)).serial_number == \
             _serial(pki["first"])
         if node is not None:
@@ -223,7 +151,7 @@ def test_a_p521_keystore_is_taken_by_a_reload_and_served_to_new_clients(server, 
                 and KEY.removeprefix("listener.name.ssl.") in warnings[0], warnings
         code, message = _alter(plaintext, pki["renewed"])
         assert code == 0, message
-        _wait_for_serial(address, ca, _serial(pki["renewed"]))
+        wait_for_served_serial(address, ca, _serial(pki["renewed"]))
         _round_trip(address, ca, "reloaded")
         if node is not None:
             assert any("served by klog's native TLS session again" in ln for ln in node.lines), node.lines[-20:]
@@ -247,7 +175,7 @@ def test_a_p521_keystore_is_refused_when_the_native_engine_is_asked_for(tmp_path
         assert code == ErrorCode.INVALID_REQUEST, message
         assert "listener SSL" in message and "secp521r1" in message and "klog.tls.engine=ssl" in message, message
         time.sleep(1)
-        assert _served(address, ca).serial_number == _serial(pki["first"])
+        assert served_certificate(address, ca).serial_number == _serial(pki["first"])
         assert not any(FALLBACK in ln for ln in node.lines)
 
 
@@ -267,16 +195,16 @@ def test_client_certificates_are_checked_after_a_reload_to_the_ssl_module(tmp_pa
         assert code == 0, message
         deadline = time.monotonic() + APPLY_TIMEOUT_S
         while not any(FALLBACK in ln for ln in node.lines) and time.monotonic() < deadline:
-            with _connect(address, ca, pki["client"]) as tls:   # a new connection applies the change
-                assert _api_versions(tls, 1) == 0
+            with connect(address, ca, pki["client"]) as tls:   # a new connection applies the change
+                assert api_versions_v0(tls, 1) == 0
             time.sleep(0.2)
-        with _connect(address, ca, pki["client"]) as tls:
-            assert _api_versions(tls, 2) == 0
+        with connect(address, ca, pki["client"]) as tls:
+            assert api_versions_v0(tls, 2) == 0
             peer = x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
             assert peer.serial_number == _serial(pki["p521"])
         with pytest.raises((ssl.SSLError, ConnectionError, AssertionError, OSError)):
-            with _connect(address, ca) as tls:   # TLS 1.3: the refusal comes with the first read
-                _api_versions(tls, 3)
+            with connect(address, ca) as tls:   # TLS 1.3: the refusal comes with the first read
+                api_versions_v0(tls, 3)
 
 
 @pytest.fixture(scope="module")
@@ -300,31 +228,9 @@ def mtls_server(request, tmp_path_factory, p521_ca_pki):
     props = {"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL", "node.id": 1,
              "ssl.keystore.type": "PEM", KEY: p521_ca_pki["broker"].keystore_file, "ssl.truststore.type": "PEM",
              TRUSTSTORE: p521_ca_pki["broker_ca"].ca_file, "listener.name.ssl.ssl.client.auth": "required"}
-    if request.param == "klog":
-        with BrokerProcess(tmp_path / "data", {
-                **props, "listeners": f"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}"}) as node:
-            yield node.bootstrap_servers, ("127.0.0.1", ssl_port), node
-        return
-    try:
-        find_kafka_libs()
-    except Exception as exc:  # the jars are fetched by tools/install-peers.sh
-        pytest.skip(f"Apache Kafka jars not available: {exc}")
-    port, controller = free_port(), free_port()
-    with apache_kafka(tmp_path, port, heap="512m", config={
-            **props, "listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port},"
-                                  f"CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}"}) as bootstrap:
-        yield str(bootstrap), ("127.0.0.1", ssl_port), None
-
-
-def _client_served(address, pki) -> bool:
-    """Whether a client with a certificate of the P-521 CA gets an ApiVersions answer."""
-    try:
-        with _connect(address, pki["broker_ca"].ca_file, pki["client"]) as tls:
-            return _api_versions(tls, 3) == 0
-    except (ssl.SSLError, ConnectionError, AssertionError, OSError):
-        return False
+    with one_broker_node(request.param, tmp_path, props, extra_listeners=[f"SSL://127.0.0.1:{ssl_port}"]) \
+            as (bootstrap, node):
+        yield bootstrap, ("127.0.0.1", ssl_port), node
 
 
 def test_a_truststore_reloaded_with_a_p521_ca_admits_the_clients_it_signed(mtls_server, p521_ca_pki):
@@ -332,15 +238,13 @@ def test_a_truststore_reloaded_with_a_p521_ca_admits_the_clients_it_signed(mtls_
     the clients that CA signed; so does klog on its default engine (the native session cannot verify their
     certificates: new connections go to the ssl module, with one warning naming the CA)."""
     plaintext, address, node = mtls_server
-    assert not _client_served(address, p521_ca_pki)   # its CA is not trusted yet
-    admin = AdminClient({"bootstrap.servers": plaintext})
-    resource = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
-        ConfigEntry(TRUSTSTORE, p521_ca_pki["both"], incremental_operation=AlterConfigOpType.SET)])
-    admin.incremental_alter_configs([resource])[resource].result(30)
+    assert not admits(address, p521_ca_pki["broker_ca"].ca_file, p521_ca_pki["client"])   # its CA is not trusted yet
+    code, message = alter_broker_config(plaintext, TRUSTSTORE, p521_ca_pki["both"])
+    assert code == 0, message
     deadline = time.monotonic() + APPLY_TIMEOUT_S
-    while not _client_served(address, p521_ca_pki) and time.monotonic() < deadline:
+    while not admits(address, p521_ca_pki["broker_ca"].ca_file, p521_ca_pki["client"]) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _client_served(address, p521_ca_pki), "a client of the P-521 CA added to the truststore is refused"
+    assert admits(address, p521_ca_pki["broker_ca"].ca_file, p521_ca_pki["client"]), "a client of the P-521 CA added to the truststore is refused"
     if node is not None:
         warnings = [ln for ln in node.lines if FALLBACK in ln]
         assert len(warnings) == 1 and "listener SSL:" in warnings[0] and "CN=P-521 CA" in warnings[0], warnings

@@ -19,7 +19,7 @@ import ssl
 import struct
 import subprocess
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -27,8 +27,11 @@ from klog.protocol.errors import ErrorCode
 from klog.testing.cluster_api import Cluster
 from klog.testing.ports import free_port
 
+if TYPE_CHECKING:
+    from klog.testing.process import BrokerProcess
+
 __all__ = ["apache_kafka", "answers_api_versions", "Bootstrap", "find_kafka_libs", "free_port", "KafkaCluster",
-           "KafkaStartError", "read_properties"]
+           "KafkaStartError", "one_broker", "one_broker_node", "read_properties"]
 
 #: How long a freshly formatted single-node broker may take to answer ApiVersions on a loaded 2-core machine.
 STARTUP_TIMEOUT_S = 120.0
@@ -280,6 +283,17 @@ def one_broker(kind: str, root: str | os.PathLike[str], properties: Mapping[str,
     skipped. ``extra_listeners``: listeners beside PLAINTEXT on fixed ports, e.g.
     ``"SASL_PLAINTEXT://127.0.0.1:PORT"`` (their protocols in ``properties``' listener.security.protocol.map
     when the name is not one); ``jvm_options``: the Kafka side's extra java options."""
+    with one_broker_node(kind, root, properties, heap=heap, extra_listeners=extra_listeners,
+                         jvm_options=jvm_options) as (bootstrap, _node):
+        yield bootstrap
+
+
+@contextlib.contextmanager
+def one_broker_node(kind: str, root: str | os.PathLike[str], properties: Mapping[str, object] | None = None,
+                    *, heap: str = "512m", extra_listeners: Sequence[str] = (),
+                    jvm_options: Sequence[str] = ()) -> Iterator[tuple[str, BrokerProcess | None]]:
+    """:func:`one_broker`, with the klog process beside the bootstrap servers (its log lines, its pid; None for
+    Kafka)."""
     base = Path(root)
     props = dict(properties or {})
     extra = "".join("," + listener for listener in extra_listeners)
@@ -287,7 +301,7 @@ def one_broker(kind: str, root: str | os.PathLike[str], properties: Mapping[str,
         from klog.testing.process import BrokerProcess
 
         with BrokerProcess(base / "data", {**props, "listeners": "PLAINTEXT://127.0.0.1:0" + extra}) as node:
-            yield node.bootstrap_servers
+            yield node.bootstrap_servers, node
         return
     assert kind == "kafka", kind
     try:
@@ -303,7 +317,7 @@ def one_broker(kind: str, root: str | os.PathLike[str], properties: Mapping[str,
                       "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}{extra}",
                       "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}"})
     with apache_kafka(base, port, heap=heap, config=props, jvm_options=jvm_options) as bootstrap:
-        yield str(bootstrap)
+        yield str(bootstrap), None
 
 
 class KafkaCluster(Cluster):

@@ -13,6 +13,24 @@ from typing import Any
 from klog.protocol import decode_response, encode_request
 
 
+def read_exactly(sock: socket.socket, n: int) -> bytes:
+    """``n`` bytes from ``sock``; raises ConnectionError when the broker closed first."""
+    chunks = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise ConnectionError("connection closed by the broker")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    """One response frame from ``sock`` without its size prefix; raises ConnectionError when the broker closed."""
+    size = struct.unpack(">i", read_exactly(sock, 4))[0]
+    return read_exactly(sock, size)
+
+
 class WireClient:
     def __init__(self, host: str, port: int, *, client_id: str = "klog-wire", timeout: float = 15.0,
                  source_host: str | None = None) -> None:
@@ -38,18 +56,7 @@ class WireClient:
 
     def read_frame(self) -> bytes:
         """One response frame without its size prefix; raises ConnectionError when the broker closed."""
-        size = struct.unpack(">i", self._read_exact(4))[0]
-        return self._read_exact(size)
-
-    def _read_exact(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(min(n, 1 << 20))
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
+        return read_frame(self.sock)
 
     def receive(self, api_key: int, version: int) -> tuple[int, Any]:
         return decode_response(api_key, version, self.read_frame())

@@ -241,6 +241,30 @@ enum Pass<'a> {
     CloseNotify,
 }
 
+/// Appends to `out` what `encrypt` writes into the room it is given, starting with `room` bytes and growing it
+/// to what rustls says it needs; on an error nothing is appended.
+fn append_encrypted(
+    out: &mut Vec<u8>,
+    mut room: usize,
+    mut encrypt: impl FnMut(&mut [u8]) -> Result<usize, EncryptError>,
+) -> Result<(), EncryptError> {
+    let start = out.len();
+    loop {
+        out.resize(start + room, 0);
+        match encrypt(&mut out[start..]) {
+            Ok(n) => {
+                out.truncate(start + n);
+                return Ok(());
+            }
+            Err(EncryptError::InsufficientSize(e)) if e.required_size > room => room = e.required_size,
+            Err(e) => {
+                out.truncate(start);
+                return Err(e);
+            }
+        }
+    }
+}
+
 /// One TLS connection's server side.
 pub struct ServerSession {
     conn: UnbufferedServerConnection,
@@ -441,44 +465,14 @@ impl ServerSession {
                 ConnectionState::WriteTraffic(mut writer) => {
                     match what {
                         Pass::Write(plaintext) => {
-                            let start = self.outgoing.len();
-                            let mut room = plaintext.len() + (plaintext.len() / 16_384 + 1) * 64 + 256;
-                            loop {
-                                self.outgoing.resize(start + room, 0);
-                                match writer.encrypt(plaintext, &mut self.outgoing[start..]) {
-                                    Ok(n) => {
-                                        self.outgoing.truncate(start + n);
-                                        break;
-                                    }
-                                    Err(EncryptError::InsufficientSize(e)) if e.required_size > room => {
-                                        room = e.required_size
-                                    }
-                                    Err(e) => {
-                                        self.outgoing.truncate(start);
-                                        return Err(TlsError::Protocol(e.to_string()));
-                                    }
-                                }
-                            }
+                            // the records' headers and tags: 22 bytes a record of at most 16 KiB, and some room
+                            let room = plaintext.len() + (plaintext.len() / 16_384 + 1) * 64 + 256;
+                            append_encrypted(&mut self.outgoing, room, |out| writer.encrypt(plaintext, out))
+                                .map_err(|e| TlsError::Protocol(e.to_string()))?;
                         }
                         Pass::CloseNotify => {
-                            let start = self.outgoing.len();
-                            let mut room = 256;
-                            loop {
-                                self.outgoing.resize(start + room, 0);
-                                match writer.queue_close_notify(&mut self.outgoing[start..]) {
-                                    Ok(n) => {
-                                        self.outgoing.truncate(start + n);
-                                        break;
-                                    }
-                                    Err(EncryptError::InsufficientSize(e)) if e.required_size > room => {
-                                        room = e.required_size
-                                    }
-                                    Err(_) => {
-                                        self.outgoing.truncate(start);
-                                        break;
-                                    }
-                                }
-                            }
+                            // a session that cannot say close_notify any more just closes
+                            let _ = append_encrypted(&mut self.outgoing, 256, |out| writer.queue_close_notify(out));
                         }
                         Pass::Receive | Pass::Flush => {}
                     }

@@ -74,21 +74,38 @@ fn client_out(client: &mut ClientConnection) -> Vec<u8> {
     out
 }
 
+/// Hands the server's outgoing bytes to the client (which stops at its first error, e.g. an alert).
+fn to_client(server: &mut ServerSession, client: &mut ClientConnection) {
+    let mut answer = Vec::new();
+    server.take_outgoing(&mut answer);
+    let mut slice = &answer[..];
+    while !slice.is_empty() {
+        client.read_tls(&mut slice).unwrap();
+        if client.process_new_packets().is_err() {
+            break;
+        }
+    }
+}
+
+/// The plaintext the client reads from the server's bytes `out`.
+fn client_reads(client: &mut ClientConnection, out: &[u8]) -> Vec<u8> {
+    let mut slice = out;
+    let mut got = Vec::new();
+    while !slice.is_empty() {
+        client.read_tls(&mut slice).unwrap();
+        client.process_new_packets().unwrap();
+        let _ = client.reader().read_to_end(&mut got); // WouldBlock once it has read all there is
+    }
+    got
+}
+
 /// Runs the handshake; the server's error if it fails.
 fn handshake(server: &mut ServerSession, client: &mut ClientConnection) -> Result<(), TlsError> {
     for _ in 0..10 {
         let mut plaintext = Vec::new();
         // on an error, the alert stays in the session for the test to see
         server.receive(&client_out(client), &mut plaintext)?;
-        let mut answer = Vec::new();
-        server.take_outgoing(&mut answer);
-        let mut slice = &answer[..];
-        while !slice.is_empty() {
-            client.read_tls(&mut slice).unwrap();
-            if client.process_new_packets().is_err() {
-                break;
-            }
-        }
+        to_client(server, client);
         assert!(plaintext.is_empty());
         if !server.is_handshaking() && !client.is_handshaking() {
             // TLS 1.3 servers learn of a client certificate's verdict in the client's last flight
@@ -104,13 +121,19 @@ fn all() -> Vec<String> {
     vec!["TLSv1.2".into(), "TLSv1.3".into()]
 }
 
-#[test]
-fn records_of_many_reads_and_many_records_per_read_come_out_whole() {
+/// A server session (no client certificate asked for, every protocol) and a TLS 1.3 client, handshaken.
+fn connected_tls13() -> (ServerSession, ClientConnection) {
     let pki = pki();
     let config = server_config(&settings(&pki, ClientAuth::None, &all(), &[])).unwrap();
     let mut server = ServerSession::new(config).unwrap();
     let mut client = client(&pki, false, &[&rustls::version::TLS13]);
     handshake(&mut server, &mut client).unwrap();
+    (server, client)
+}
+
+#[test]
+fn records_of_many_reads_and_many_records_per_read_come_out_whole() {
+    let (mut server, mut client) = connected_tls13();
     assert_eq!(server.protocol_version(), Some("TLSv1.3"));
     assert_eq!(server.server_name().as_deref(), Some("localhost"));
     assert!(server.peer_certificates().is_empty());
@@ -257,13 +280,7 @@ fn records_decrypt_straight_into_buffers_of_any_size() {
     let mut client = client(&pki, false, &[&rustls::version::TLS13]);
     let (consumed, written) = server.receive_into(&mut client_out(&mut client), &mut []).unwrap();
     assert!(consumed > 0 && written == 0);
-    let mut answer = Vec::new();
-    server.take_outgoing(&mut answer);
-    let mut slice = &answer[..];
-    while !slice.is_empty() {
-        client.read_tls(&mut slice).unwrap();
-        client.process_new_packets().unwrap();
-    }
+    to_client(&mut server, &mut client);
     let sent: Vec<u8> = (0..20_000u32).map(|i| (i % 253) as u8).collect();
     for piece in sent.chunks(2304) {
         client.writer().write_all(piece).unwrap();
@@ -320,13 +337,7 @@ fn handshake_a_byte_at_a_time(
             let (consumed, written) = server.receive_into(&mut [*byte], &mut []).unwrap();
             assert_eq!((consumed, written), (1, 0));
         }
-        let mut answer = Vec::new();
-        server.take_outgoing(&mut answer);
-        let mut slice = &answer[..];
-        while !slice.is_empty() {
-            client.read_tls(&mut slice).unwrap();
-            client.process_new_packets().unwrap();
-        }
+        to_client(server, client);
         if !server.is_handshaking() && !client.is_handshaking() {
             for byte in client_out(client) {
                 server.receive_into(&mut [byte], &mut []).unwrap();
@@ -390,11 +401,7 @@ fn a_record_split_across_two_reads_at_every_byte_comes_out_whole() {
 
 #[test]
 fn records_are_decrypted_in_the_buffer_they_were_read_into() {
-    let pki = pki();
-    let config = server_config(&settings(&pki, ClientAuth::None, &all(), &[])).unwrap();
-    let mut server = ServerSession::new(config).unwrap();
-    let mut client = client(&pki, false, &[&rustls::version::TLS13]);
-    handshake(&mut server, &mut client).unwrap();
+    let (mut server, mut client) = connected_tls13();
     let sent = b"a produce request's bytes".repeat(100);
     client.writer().write_all(&sent).unwrap();
     let mut read = client_out(&mut client);
@@ -408,11 +415,7 @@ fn records_are_decrypted_in_the_buffer_they_were_read_into() {
 
 #[test]
 fn plaintext_that_does_not_fit_waits_and_the_ciphertext_behind_it_is_passed_again() {
-    let pki = pki();
-    let config = server_config(&settings(&pki, ClientAuth::None, &all(), &[])).unwrap();
-    let mut server = ServerSession::new(config).unwrap();
-    let mut client = client(&pki, false, &[&rustls::version::TLS13]);
-    handshake(&mut server, &mut client).unwrap();
+    let (mut server, mut client) = connected_tls13();
     client.writer().write_all(&[7u8; 1000]).unwrap();
     client.writer().write_all(&[8u8; 1000]).unwrap();
     let mut read = client_out(&mut client);
@@ -431,22 +434,7 @@ fn plaintext_that_does_not_fit_waits_and_the_ciphertext_behind_it_is_passed_agai
 
 #[test]
 fn key_updates_both_ways_and_close_notify_mid_read_keep_the_stream_whole() {
-    let pki = pki();
-    let config = server_config(&settings(&pki, ClientAuth::None, &all(), &[])).unwrap();
-    let mut server = ServerSession::new(config).unwrap();
-    let mut client = client(&pki, false, &[&rustls::version::TLS13]);
-    handshake(&mut server, &mut client).unwrap();
-    let mut to_client = |server: &mut ServerSession, client: &mut ClientConnection, out: Vec<u8>| {
-        let mut slice = &out[..];
-        let _ = server;
-        let mut got = Vec::new();
-        while !slice.is_empty() {
-            client.read_tls(&mut slice).unwrap();
-            client.process_new_packets().unwrap();
-            let _ = client.reader().read_to_end(&mut got);
-        }
-        got
-    };
+    let (mut server, mut client) = connected_tls13();
     // the client's data, a key update asking for ours, more data, all in one read
     client.writer().write_all(b"before the update").unwrap();
     client.refresh_traffic_keys().unwrap();
@@ -457,7 +445,7 @@ fn key_updates_both_ways_and_close_notify_mid_read_keep_the_stream_whole() {
     let answer: Vec<u8> = (0..100_000u32).map(|i| (i % 239) as u8).collect();
     let mut out = Vec::new();
     server.send(&answer, &mut out).unwrap();
-    assert_eq!(to_client(&mut server, &mut client, out), answer);
+    assert_eq!(client_reads(&mut client, &out), answer);
     // data and close_notify in one read with bytes after it: the data, then the end of the stream
     client.writer().write_all(b"last words").unwrap();
     client.send_close_notify();
@@ -471,6 +459,6 @@ fn key_updates_both_ways_and_close_notify_mid_read_keep_the_stream_whole() {
     server.send(b"goodbye", &mut out).unwrap();
     server.close();
     server.take_outgoing(&mut out);
-    assert_eq!(to_client(&mut server, &mut client, out), b"goodbye");
+    assert_eq!(client_reads(&mut client, &out), b"goodbye");
     assert!(client.process_new_packets().unwrap().peer_has_closed());
 }
