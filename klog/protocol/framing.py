@@ -258,6 +258,12 @@ class BufferedFrameReader:
         """Bytes received but not yet returned as frames."""
         return self._end - self._start + (self._big_pos if self._big is not None else 0)
 
+    @property
+    def missing(self) -> int:
+        """Bytes of the large frame being received that have not arrived yet (0 when none is)."""
+        big = self._big
+        return len(big) - self._big_pos if big is not None else 0
+
     def get_buffer(self) -> memoryview:
         """Where the next received bytes go (never empty)."""
         big = self._big

@@ -260,6 +260,11 @@ class Connection(asyncio.BufferedProtocol):
             return _DISCARDED
         return self.requests.reader.get_buffer()
 
+    def frame_bytes_missing(self) -> int:
+        """Bytes of the large request being read straight into its own buffer still to arrive (0: none is); the
+        TLS engine waits for them in larger reads (klog.broker.network.native_tls)."""
+        return 0 if self.closed else self.requests.reader.missing
+
     def buffer_updated(self, nbytes: int) -> None:
         if self.closed:
             return

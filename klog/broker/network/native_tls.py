@@ -34,6 +34,15 @@ log = logging.getLogger("klog.broker.server")
 #: that fills the small one (a producer's)
 READ_BYTES = 256 * 1024
 FIRST_READ_BYTES = 16 * 1024
+#: A large request still missing more than this many bytes: the socket wakes the event loop only once that much
+#: more (up to READ_BYTES) has arrived (SO_RCVLOWAT), not at every segment the client's TLS records come in, so a
+#: producer's request is read and decrypted in a few large reads instead of many small ones (each a wake-up, a
+#: read, an ACK and a pass through this protocol). What is less than a TLS record (up to 16 KiB of plaintext) may
+#: wait in the session undecrypted: that much is kept out of the watermark so it never waits for bytes the client
+#: has sent already. Linux caps the watermark to half the socket's receive buffer and wakes the reader anyway when
+#: the window closes, so the client is never stalled by it; an end of stream wakes it whatever the watermark.
+COALESCE_MIN_BYTES = 64 * 1024
+_RECORD_MARGIN_BYTES = 17 * 1024
 #: the target of the handshake's records (no application data is taken before the connection is made)
 _NO_ROOM = bytearray()
 _EMPTY = memoryview(b"")
@@ -204,6 +213,9 @@ class NativeTlsProtocol(asyncio.BufferedProtocol):
         self.held: memoryview | None = None
         self.closing = False
         self._timer: asyncio.TimerHandle | None = None
+        #: the TCP socket (SO_RCVLOWAT) and the low watermark set on it
+        self._sock: Any = None
+        self._low_watermark = 1
 
     # ---- the TCP transport's callbacks --------------------------------------------------------------------------
 
@@ -215,6 +227,7 @@ class NativeTlsProtocol(asyncio.BufferedProtocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
+            self._sock = sock
         self._timer = self.loop.call_later(self.handshake_timeout_s, self._handshake_timed_out)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -333,6 +346,22 @@ class NativeTlsProtocol(asyncio.BufferedProtocol):
         self._flush_outgoing()   # session tickets, key updates
         if session.peer_closed and not self.closing:
             self.eof_received()
+        elif not self.paused and not self.closing:
+            self._wait_for_more(app)
+
+    def _wait_for_more(self, app: asyncio.BufferedProtocol) -> None:
+        """Set the socket's low watermark for what the connection's large request still misses (see
+        COALESCE_MIN_BYTES); back to 1 byte once none is."""
+        missing = getattr(app, "frame_bytes_missing", None)
+        want = min(missing() - _RECORD_MARGIN_BYTES, READ_BYTES) if missing is not None else 0
+        want = want if want >= COALESCE_MIN_BYTES else 1
+        if want != self._low_watermark and self._sock is not None:
+            try:
+                self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
+            except OSError:
+                self._sock = None   # not settable here: reads stay as they come
+                return
+            self._low_watermark = want
 
     def _flush_outgoing(self) -> None:
         out = self.session.outgoing()
