@@ -37,9 +37,13 @@ bench: $(BIN)/maturin
 	bash tools/install-peers.sh
 	$(BIN)/pytest benches -p benchmark -o addopts="" --benchmark-only
 
-# klog vs Apache Kafka on this machine (minutes): writes docs/performance.md and docs/img/perf-*.png.
+# klog vs Apache Kafka on this machine (minutes): writes docs/performance.md and docs/img/perf-*.png; then the same
+# over TLS (produce and consume MB/s and CPU per GB over PLAINTEXT, SSL and SASL_SSL; TLS handshakes and SCRAM logins
+# per second: the tables docs/security.md's "Costs" quotes), each paired with Kafka in its own run.
 sidebyside: dev
 	bash tools/bench-sidebyside.sh
+	PYTHONPATH=. $(BIN)/python benches/bench_tls.py --mb 1024 --rounds 3 --kafka --engines native
+	PYTHONPATH=. $(BIN)/python benches/bench_logins.py
 
 # 3-node klog vs 3-node Apache Kafka, replication factor 3 (about 20 minutes for 3 runs)
 sidebyside-cluster: dev
