@@ -16,13 +16,13 @@ import typer
 from klog.cli.common import CliError
 
 #: The command modules, in the order their commands appear in ``klog --help``.
-COMMAND_MODULES = ("topics", "produce", "consume", "groups", "configs", "acls", "quotas", "cluster", "dump_log", "bench",
-                   "console")
+COMMAND_MODULES = ("topics", "produce", "consume", "groups", "configs", "acls", "users", "quotas", "cluster",
+                   "dump_log", "bench", "console")
 
 app = typer.Typer(
     name="klog",
     help="Work with klog and any Kafka-compatible cluster: topics, produce, consume, consumer groups, configs, ACLs, "
-         "cluster health, log files and quick benchmarks.",
+         "SCRAM users, client quotas, cluster health, log files and quick benchmarks.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},

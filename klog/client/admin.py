@@ -1,4 +1,5 @@
-"""Admin client: topics, partitions, configs, consumer groups, group offsets, record deletion and ACLs.
+"""Admin client: topics, partitions, configs, consumer groups, group offsets, record deletion, ACLs, client
+quotas and SCRAM credentials.
 
 :class:`AsyncAdminClient` (``klog.aio.AdminClient``) does the work on the caller's event loop;
 :class:`AdminClient` (``klog.AdminClient``) is its blocking twin on a private loop thread. Calls that act on
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +19,8 @@ from typing import Any
 
 from klog.protocol import ApiKey, Struct
 from klog.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from klog.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, SALT_BYTES, mechanism_name, mechanism_type
+from klog.security.scram import salted_password as _salted_password
 
 from .cluster import ClusterClient
 from .config import ADMIN_CONFIG, resolve_config
@@ -48,6 +52,9 @@ __all__ = [
     "GroupDescription",
     "MemberDescription",
     "LogDirDescription",
+    "ScramCredentialInfo",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
 ]
 
 _CONFIG_SOURCES = {-1: "unknown", 0: "unknown", 1: "dynamic_topic", 2: "dynamic_broker", 3: "dynamic_default_broker",
@@ -216,6 +223,49 @@ class AclBindingFilter:
                       principal_filter=self.principal, host_filter=self.host,
                       operation=_code(AclOperation, self.operation, "operation"),
                       permission_type=_code(AclPermissionType, self.permission_type, "permission type"))
+
+
+@dataclass(frozen=True)
+class ScramCredentialInfo:
+    """One SCRAM credential of a user, as DescribeUserScramCredentials shows it (Kafka's
+    ``ScramCredentialInfo``): its mechanism (``SCRAM-SHA-256`` or ``SCRAM-SHA-512``) and iterations; never the
+    password, salt or keys."""
+
+    mechanism: str
+    iterations: int
+
+
+@dataclass(frozen=True)
+class UserScramCredentialUpsertion:
+    """Set ``user``'s password for ``mechanism`` (Kafka's ``UserScramCredentialUpsertion``). The client salts it
+    (a random salt, PBKDF2-HMAC over ``iterations``, 4096 to 16384) and sends only the salt and salted password."""
+
+    user: str
+    mechanism: str
+    password: str
+    iterations: int = MIN_ITERATIONS
+
+
+@dataclass(frozen=True)
+class UserScramCredentialDeletion:
+    """Delete ``user``'s credential for ``mechanism`` (Kafka's ``UserScramCredentialDeletion``)."""
+
+    user: str
+    mechanism: str
+
+
+def _scram_mechanism(name: str) -> int:
+    try:
+        return mechanism_type(name.strip().upper().replace("_", "-"))
+    except (KeyError, ValueError):
+        raise ValueError(f"SCRAM mechanism {name!r} is not one of SCRAM-SHA-256, SCRAM-SHA-512") from None
+
+
+def _scram_mechanism_name(code: int) -> str:
+    try:
+        return mechanism_name(code)
+    except KeyError:
+        return "UNKNOWN"
 
 
 def _raise_collected(errors: list[tuple[str, KafkaError]], what: str) -> None:
@@ -842,6 +892,59 @@ class AsyncAdminClient:
                   for (entity, _), r in zip(items, resp.entries) if r.error_code]
         _raise_collected(errors, "alter_client_quotas")
 
+    # ------------------------------------------------------------------ SCRAM credentials
+    async def describe_user_scram_credentials(self, users: Iterable[str] | None = None, *,
+                                              timeout: float | None = None) -> dict[str, list[ScramCredentialInfo]]:
+        """The SCRAM credentials (mechanism and iterations) of ``users``, or of every user who has one
+        (DescribeUserScramCredentials, Kafka's ``Admin.describeUserScramCredentials``): user -> credentials.
+        A user named but without credentials fails with Kafka's error, RESOURCE_NOT_FOUND (raised after all
+        users were looked at, naming every failed user)."""
+        names = None if users is None else list(dict.fromkeys(users))
+        body = Struct(users=None if names is None else [Struct(name=n) for n in names])
+        resp = await self._any_request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body, self._t(timeout))
+        if resp.error_code:
+            raise for_code(resp.error_code, resp.error_message)
+        out: dict[str, list[ScramCredentialInfo]] = {}
+        errors = []
+        for r in resp.results:
+            if r.error_code:
+                errors.append((f"user {r.user!r}", for_code(r.error_code, r.error_message)))
+                continue
+            out[r.user] = [ScramCredentialInfo(_scram_mechanism_name(c.mechanism), c.iterations)
+                           for c in r.credential_infos]
+        _raise_collected(errors, "describe_user_scram_credentials")
+        return out
+
+    async def alter_user_scram_credentials(
+            self, upsertions: Iterable[UserScramCredentialUpsertion] = (),
+            deletions: Iterable[UserScramCredentialDeletion | tuple[str, str]] = (), *,
+            timeout: float | None = None) -> None:
+        """Set and delete SCRAM credentials (AlterUserScramCredentials, decided by the controller; Kafka's
+        ``Admin.alterUserScramCredentials``). Each password is salted here, as Kafka's admin client does: a random
+        salt and PBKDF2-HMAC-SHA256/512 over the iterations (4096 to 16384); the password itself is never sent.
+        Raises the first refusal after all were attempted, naming every refused user and Kafka's error."""
+        ups = list(upsertions)
+        dels = [d if isinstance(d, UserScramCredentialDeletion) else UserScramCredentialDeletion(*d)
+                for d in deletions]
+        if not ups and not dels:
+            return
+        up_structs = []
+        for u in ups:
+            if not MIN_ITERATIONS <= u.iterations <= MAX_ITERATIONS:
+                raise ValueError(f"iterations {u.iterations} for user {u.user!r} is outside "
+                                 f"{MIN_ITERATIONS}..{MAX_ITERATIONS}")
+            mech = _scram_mechanism(u.mechanism)
+            salt = os.urandom(SALT_BYTES)
+            up_structs.append(Struct(name=u.user, mechanism=mech, iterations=u.iterations, salt=salt,
+                                     salted_password=_salted_password(mechanism_name(mech), u.password, salt,
+                                                                      u.iterations)))
+        body = Struct(deletions=[Struct(name=d.user, mechanism=_scram_mechanism(d.mechanism)) for d in dels],
+                      upsertions=up_structs)
+        resp = await self._any_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, self._t(timeout))
+        errors = [(f"user {r.user!r}", for_code(r.error_code, r.error_message)) for r in resp.results
+                  if r.error_code]
+        _raise_collected(errors, "alter_user_scram_credentials")
+
     async def describe_log_dirs(self, brokers: Iterable[int] | None = None, *,
                                 topics: Mapping[str, Iterable[int]] | None = None, timeout: float | None = None
                                 ) -> dict[int, dict[str, LogDirDescription]]:
@@ -917,6 +1020,8 @@ class AdminClient(BlockingClient):
     delete_acls = blocking(AsyncAdminClient.delete_acls)
     describe_client_quotas = blocking(AsyncAdminClient.describe_client_quotas)
     alter_client_quotas = blocking(AsyncAdminClient.alter_client_quotas)
+    describe_user_scram_credentials = blocking(AsyncAdminClient.describe_user_scram_credentials)
+    alter_user_scram_credentials = blocking(AsyncAdminClient.alter_user_scram_credentials)
 
     def close(self) -> None:
         """Close connections and the loop thread. Idempotent."""
