@@ -488,24 +488,17 @@ impl ServerSession {
     /// The session is over: notes why and takes the alert rustls queued for the peer.
     fn fail(&mut self, incoming: &mut [u8], message: String) -> TlsError {
         self.failed = Some(message.clone());
-        let mut done = 0;
-        for _ in 0..8 {
-            let UnbufferedStatus { discard, state } = self.conn.process_tls_records(&mut incoming[done..]);
-            match state {
-                Ok(ConnectionState::EncodeTlsData(mut encoder)) => {
-                    let start = self.outgoing.len();
-                    if let Err(EncodeError::InsufficientSize(e)) = encoder.encode(&mut []) {
-                        self.outgoing.resize(start + e.required_size, 0);
-                        match encoder.encode(&mut self.outgoing[start..]) {
-                            Ok(n) => self.outgoing.truncate(start + n),
-                            Err(_) => self.outgoing.truncate(start),
-                        }
-                    }
+        // One pass: it hands out the fatal alert rustls queued with the error. A second would deframe the bytes
+        // that failed again and raise a second fatal alert (a debug assertion in rustls); the session is over.
+        if let Ok(ConnectionState::EncodeTlsData(mut encoder)) = self.conn.process_tls_records(incoming).state {
+            let start = self.outgoing.len();
+            if let Err(EncodeError::InsufficientSize(e)) = encoder.encode(&mut []) {
+                self.outgoing.resize(start + e.required_size, 0);
+                match encoder.encode(&mut self.outgoing[start..]) {
+                    Ok(n) => self.outgoing.truncate(start + n),
+                    Err(_) => self.outgoing.truncate(start),
                 }
-                Ok(ConnectionState::TransmitTlsData(transmit)) => transmit.done(),
-                _ => break,
             }
-            done += discard;
         }
         self.carry.clear();
         TlsError::Protocol(message)

@@ -258,6 +258,10 @@ fn garbage_ends_the_session_with_an_error_not_a_panic() {
         let mut plaintext = Vec::new();
         assert!(matches!(server.receive(garbage, &mut plaintext), Err(TlsError::Protocol(_))), "{garbage:?}");
         assert!(plaintext.is_empty());
+        let mut alert = Vec::new();
+        server.take_outgoing(&mut alert);
+        assert_eq!(alert.first(), Some(&0x15), "one fatal alert record for {garbage:?}"); // 21: alert
+        assert_eq!(alert.len(), 7, "one alert, not two, for {garbage:?}");
     }
     // garbage after the handshake: a record that fails its authentication
     let mut server = ServerSession::new(config).unwrap();
