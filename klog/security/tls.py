@@ -156,9 +156,7 @@ def _load_truststore(context: ssl.SSLContext, settings: Mapping[str, Any]) -> bo
     try:
         context.load_verify_locations(cadata=trusted.decode("ascii"))
     except (ssl.SSLError, UnicodeDecodeError) as exc:
-        setting = "ssl.truststore.certificates" if _opt(settings, "ssl.truststore.certificates") \
-            else "ssl.truststore.location"
-        raise TlsConfigError(setting, f"cannot load trusted certificates: {exc}") from None
+        raise TlsConfigError(_truststore_setting(settings), f"cannot load trusted certificates: {exc}") from None
     return True
 
 
@@ -291,6 +289,11 @@ def _keystore_pems(settings: Mapping[str, Any]) -> tuple[bytes, bytes]:
     return keystore.chain, _unencrypted_key(keystore.key, keystore.password, keystore.setting)
 
 
+def _truststore_setting(settings: Mapping[str, Any]) -> str:
+    """The setting the trusted CAs come from, to name in an error."""
+    return "ssl.truststore.certificates" if _opt(settings, "ssl.truststore.certificates") else "ssl.truststore.location"
+
+
 def _truststore_pem(settings: Mapping[str, Any]) -> bytes | None:
     """The trusted CAs' PEM (inline, a PEM file or a PKCS12 store); None when none is configured."""
     store_type = str(settings.get("ssl.truststore.type") or "PEM").upper()
@@ -323,8 +326,7 @@ def native_server_config(settings: Mapping[str, Any]) -> Any:
                              "certificates are checked against: set ssl.truststore.location or "
                              "ssl.truststore.certificates")
     if client_auth in ("required", "requested") and trusted is not None:
-        _check_client_cas(trusted, "ssl.truststore.certificates" if _opt(settings, "ssl.truststore.certificates")
-                          else "ssl.truststore.location")
+        _check_client_cas(trusted, _truststore_setting(settings))
     protocols = settings.get("ssl.enabled.protocols") or ["TLSv1.2", "TLSv1.3"]
     suites = settings.get("ssl.cipher.suites") or []
     if isinstance(protocols, str):

@@ -22,7 +22,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert, UnbufferedServerConnection, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
-use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
+use rustls::unbuffered::{ConnectionState, EncodeError, EncodeTlsData, EncryptError, UnbufferedStatus};
 use rustls::{ProtocolVersion, RootCertStore, SupportedProtocolVersion};
 
 /// The configuration sessions of one listener share (`server_config`).
@@ -241,6 +241,27 @@ enum Pass<'a> {
     CloseNotify,
 }
 
+/// Appends to `out` the TLS bytes rustls queued (a handshake message, an alert, a ticket), in the room it says they
+/// need; on an error nothing is appended.
+fn append_queued<Data>(out: &mut Vec<u8>, encoder: &mut EncodeTlsData<'_, Data>) -> Result<(), EncodeError> {
+    let need = match encoder.encode(&mut []) {
+        Ok(_) | Err(EncodeError::AlreadyEncoded) => return Ok(()),
+        Err(EncodeError::InsufficientSize(e)) => e.required_size,
+    };
+    let start = out.len();
+    out.resize(start + need, 0);
+    match encoder.encode(&mut out[start..]) {
+        Ok(n) => {
+            out.truncate(start + n);
+            Ok(())
+        }
+        Err(e) => {
+            out.truncate(start);
+            Err(e)
+        }
+    }
+}
+
 /// Appends to `out` what `encrypt` writes into the room it is given, starting with `room` bytes and growing it
 /// to what rustls says it needs; on an error nothing is appended.
 fn append_encrypted(
@@ -444,17 +465,7 @@ impl ServerSession {
                     }
                 }
                 ConnectionState::EncodeTlsData(mut encoder) => {
-                    let start = self.outgoing.len();
-                    let need = match encoder.encode(&mut []) {
-                        Ok(_) => 0,
-                        Err(EncodeError::InsufficientSize(e)) => e.required_size,
-                        Err(EncodeError::AlreadyEncoded) => 0,
-                    };
-                    self.outgoing.resize(start + need, 0);
-                    if need > 0 {
-                        let n = encoder.encode(&mut self.outgoing[start..]).map_err(|e| TlsError::Protocol(e.to_string()))?;
-                        self.outgoing.truncate(start + n);
-                    }
+                    append_queued(&mut self.outgoing, &mut encoder).map_err(|e| TlsError::Protocol(e.to_string()))?
                 }
                 ConnectionState::TransmitTlsData(transmit) => transmit.done(),
                 ConnectionState::ReadEarlyData(mut records) => {
@@ -491,14 +502,7 @@ impl ServerSession {
         // One pass: it hands out the fatal alert rustls queued with the error. A second would deframe the bytes
         // that failed again and raise a second fatal alert (a debug assertion in rustls); the session is over.
         if let Ok(ConnectionState::EncodeTlsData(mut encoder)) = self.conn.process_tls_records(incoming).state {
-            let start = self.outgoing.len();
-            if let Err(EncodeError::InsufficientSize(e)) = encoder.encode(&mut []) {
-                self.outgoing.resize(start + e.required_size, 0);
-                match encoder.encode(&mut self.outgoing[start..]) {
-                    Ok(n) => self.outgoing.truncate(start + n),
-                    Err(_) => self.outgoing.truncate(start),
-                }
-            }
+            let _ = append_queued(&mut self.outgoing, &mut encoder); // no alert to send: the session just ends
         }
         self.carry.clear();
         TlsError::Protocol(message)
