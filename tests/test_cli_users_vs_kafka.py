@@ -192,3 +192,52 @@ def test_admin_client_describes_and_alters_scram_credentials(server):
 
     remaining = asyncio.run(described())
     assert bob not in remaining and carol not in remaining
+
+
+def test_one_request_altering_a_user_twice_is_refused_for_that_user_only(server):
+    """Kafka's ScramControlManager allows one alteration per user and request: a second one for the same user
+    (another mechanism, or a deletion and an upsertion) fails that user with DUPLICATE_RESOURCE and changes none
+    of its credentials; other users in the request are altered. (So kafka-configs cannot add SCRAM-SHA-256 and
+    SCRAM-SHA-512 in one --add-config, on Kafka as on klog.)"""
+    from confluent_kafka.admin import (
+        ScramCredentialInfo as CkInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion as CkDeletion,
+        UserScramCredentialUpsertion as CkUpsertion,
+    )
+    plaintext, sasl = server
+    twice, once, both, ghost = (f"{n}-{uuid.uuid4().hex[:6]}" for n in ("twice", "once", "both", "ghost"))
+    admin = AdminClient({"bootstrap.servers": plaintext})
+
+    def upsert(user, mechanism):
+        return CkUpsertion(user, CkInfo(mechanism, 4096), f"{user}-pw".encode())
+
+    def codes(alterations):
+        out = {}
+        for user, future in admin.alter_user_scram_credentials(alterations).items():
+            try:
+                future.result(30)
+                out[user] = "NONE"
+            except KafkaException as exc:
+                out[user] = exc.args[0].name()
+        return out
+
+    assert codes([upsert(twice, ScramMechanism.SCRAM_SHA_256), upsert(twice, ScramMechanism.SCRAM_SHA_512),
+                  upsert(once, ScramMechanism.SCRAM_SHA_512)]) == {twice: "DUPLICATE_RESOURCE", once: "NONE"}
+    with KlogAdmin(plaintext) as klog_admin:
+        found = klog_admin.describe_user_scram_credentials()
+    assert twice not in found and found[once] == [ScramCredentialInfo("SCRAM-SHA-512", 4096)]
+    assert _login(sasl, once, f"{once}-pw", "SCRAM-SHA-512") is None
+
+    # one mechanism each in two requests is how a user gets both
+    assert codes([upsert(both, ScramMechanism.SCRAM_SHA_256)]) == {both: "NONE"}
+    assert codes([upsert(both, ScramMechanism.SCRAM_SHA_512)]) == {both: "NONE"}
+    # a deletion and an upsertion of one user: refused, both credentials stay
+    assert codes([CkDeletion(both, ScramMechanism.SCRAM_SHA_256), upsert(both, ScramMechanism.SCRAM_SHA_512),
+                  CkDeletion(once, ScramMechanism.SCRAM_SHA_512)]) == {both: "DUPLICATE_RESOURCE", once: "NONE"}
+    with KlogAdmin(plaintext) as klog_admin:
+        found = klog_admin.describe_user_scram_credentials()
+    assert sorted(i.mechanism for i in found[both]) == ["SCRAM-SHA-256", "SCRAM-SHA-512"] and once not in found
+    # a user's first item that fails keeps its own error: the deletion of a credential that does not exist
+    assert codes([CkDeletion(ghost, ScramMechanism.SCRAM_SHA_256),
+                  upsert(ghost, ScramMechanism.SCRAM_SHA_512)]) == {ghost: "RESOURCE_NOT_FOUND"}

@@ -20,8 +20,12 @@ def upsert(name, mechanism=2, iterations=4096, password="pw", salt=b"s" * 16):
 
 def test_upsert_login_describe_delete():
     image = MetadataImage()
-    result = alter_user_scram_credentials([], [upsert("alice"), upsert("alice", 1), upsert("bob", 1, 8192)], image)
+    # one alteration per user and request, so alice's second mechanism takes a second request
+    result = alter_user_scram_credentials([], [upsert("alice"), upsert("bob", 1, 8192)], image)
     assert [(r["user"], r["error_code"]) for r in result.response] == [("alice", 0), ("bob", 0)]
+    image, _ = replay(image, list(result.records))
+    result = alter_user_scram_credentials([], [upsert("alice", 1)], image)
+    assert [(r["user"], r["error_code"]) for r in result.response] == [("alice", 0)]
     image, _ = replay(image, list(result.records))
     stored = image.scram_credentials[("alice", 2)]
     client = ScramClient("SCRAM-SHA-512", "alice", "pw")
@@ -85,3 +89,15 @@ def test_describe_client_quotas_matches_entities_as_kafka():
     assert len(users()) == 3
     bad = describe_client_quotas([NS(entity_type="user", match_type=0, match="a")] * 2, False, image)
     assert bad["error_code"] == ErrorCode.INVALID_REQUEST and bad["entries"] is None
+
+
+def test_a_user_altered_twice_in_one_request_fails_whole_and_others_proceed():
+    image = MetadataImage()
+    result = alter_user_scram_credentials([], [upsert("alice", 1), upsert("alice", 2), upsert("bob")], image)
+    assert [(r["user"], r["error_code"]) for r in result.response] == [
+        ("alice", ErrorCode.DUPLICATE_RESOURCE), ("bob", 0)]
+    assert [r.data.name for r in result.records] == ["bob"]
+    image, _ = replay(image, list(result.records))
+    result = alter_user_scram_credentials([NS(name="bob", mechanism=2), NS(name="bob", mechanism=1)], [], image)
+    assert [(r["user"], r["error_code"]) for r in result.response] == [("bob", ErrorCode.DUPLICATE_RESOURCE)]
+    assert not result.records

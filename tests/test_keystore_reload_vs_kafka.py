@@ -8,6 +8,7 @@ on an mTLS listener makes new connections trust the CA it adds; an inline PEM ke
 from __future__ import annotations
 
 import shutil
+import ssl
 import time
 
 import pytest
@@ -204,3 +205,44 @@ def test_inline_pem_key_and_chain_are_replaced_for_new_connections(inline_server
         ConfigEntry(INLINE_KEY, renewed.key_pem.strip(), incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(30)
     wait_for_served_serial(address, ca, serial, APPLY_TIMEOUT_S)
+
+
+def _anonymous_admitted(address, ca_file) -> bool:
+    """Whether a connection presenting no client certificate is answered (ApiVersions)."""
+    try:
+        with connect(address, ca_file) as tls:
+            return api_versions_v0(tls, 4) == 0
+    except (ssl.SSLError, ConnectionError, AssertionError, OSError):
+        return False
+
+
+def test_a_listeners_other_tls_settings_are_stored_but_the_running_listener_keeps_its_own(mtls_server, mtls_pki):
+    """Kafka accepts ssl.client.auth, ssl.cipher.suites and ssl.enabled.protocols as a listener's dynamic
+    configs and kafka-configs describes them, but an existing listener keeps the settings it started with (Kafka
+    4.3 applies them to listeners added later only); a bad value, or the setting without its listener name, is
+    INVALID_REQUEST."""
+    plaintext, address = mtls_server
+    ca = mtls_pki["broker_ca"].ca_file
+    assert not _anonymous_admitted(address, ca)
+    changes = {"listener.name.ssl.ssl.client.auth": "none",
+               "listener.name.ssl.ssl.cipher.suites": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+               "listener.name.ssl.ssl.enabled.protocols": "TLSv1.2"}
+    for key, value in changes.items():
+        assert alter_broker_config(plaintext, key, value) == (0, ""), key
+    described = kt.run_kafka_tool(kt.CONFIG_COMMAND, "--bootstrap-server", plaintext, "--entity-type", "brokers",
+                                  "--entity-name", "1", "--describe")
+    assert described.returncode == 0, described.stderr
+    for key, value in changes.items():
+        assert f"  {key}={value} sensitive=false synonyms={{DYNAMIC_BROKER_CONFIG:{key}={value}" in described.stdout, \
+            described.stdout
+    time.sleep(3)   # as long as the keystore changes above take to apply
+    assert not _anonymous_admitted(address, ca)
+    with connect(address, ca) as tls:
+        assert tls.version() == "TLSv1.3"
+
+    code, message = alter_broker_config(plaintext, "listener.name.ssl.ssl.client.auth", "bogus")
+    assert code == ErrorCode.INVALID_REQUEST and "Invalid value bogus for configuration ssl.client.auth" in message, \
+        message
+    code, message = alter_broker_config(plaintext, "ssl.client.auth", "required")
+    assert code == ErrorCode.INVALID_REQUEST and "Configs cannot be updated dynamically for existing listener" in \
+        message, message

@@ -73,11 +73,11 @@ def broker(request, tmp_path_factory, pki):
         assert native == ({"SSL", "SASL_SSL", "MTLS"} if request.param == "native" else set())
         admin = AdminClient({"bootstrap.servers": node.bootstrap_servers})
         admin.create_topics([NewTopic(TOPIC, 1, 1)])["secured"].result(30)
-        upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), password.encode())
-                   for user, password in (("alice", "alice-scram"), ("bob", "bob-scram"))
-                   for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)]
-        for future in admin.alter_user_scram_credentials(upserts).values():
-            future.result(30)
+        for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):  # one per user and request
+            upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), password.encode())
+                       for user, password in (("alice", "alice-scram"), ("bob", "bob-scram"))]
+            for future in admin.alter_user_scram_credentials(upserts).values():
+                future.result(30)
         yield node
 
 

@@ -26,7 +26,7 @@ from klog.metadata.config import (
     validate_topic_configs,
 )
 from klog.metadata import client_metrics, group_config
-from klog.metadata.config_security import dynamic_ssl_key
+from klog.metadata.config_security import STORED_SSL_KEYS, listener_ssl_key
 from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
@@ -136,12 +136,15 @@ class ConfigControlManager:
         items = list(configs)
         keys: dict[str, ConfigKey] = dict(BROKER_KEYS)
         for item in items:
-            ssl_key = dynamic_ssl_key(item.name)
+            ssl_key = listener_ssl_key(item.name)
             if ssl_key is not None:
                 if name == "":
                     raise TopicError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster "
                                      f"level, broker id must be specified: {item.name}")
                 keys[item.name] = SECURITY_KEYS[ssl_key[1]]
+            elif item.name in STORED_SSL_KEYS:   # Kafka's answer for a listener setting named without its listener
+                raise TopicError(ErrorCode.INVALID_REQUEST, f"{item.name}: Configs cannot be updated dynamically for "
+                                 "existing listeners, restart broker or create a new listener for update")
             elif item.name not in DYNAMIC_BROKER_KEYS:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"{item.name}: klog broker configs are static (set them in "
                                  f"server.properties or with --override and restart) except "
@@ -151,11 +154,15 @@ class ConfigControlManager:
         before = dict(image.configs.get((ConfigResourceType.BROKER, name), {}))
         after = self._incremental(before, items, keys) if incremental else self._replaced(items)
         for key, value in after.items():
-            ssl_key = dynamic_ssl_key(key)
+            ssl_key = listener_ssl_key(key)
             try:
                 (SECURITY_KEYS[ssl_key[1]] if ssl_key is not None else BROKER_KEYS[key]).parse(value)
             except ConfigError as exc:
-                raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+                if ssl_key is None:
+                    raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+                # Kafka's DynamicBrokerConfig answers a listener's bad TLS value so
+                raise TopicError(ErrorCode.INVALID_REQUEST, f"Invalid value {value} for configuration "
+                                 f"{ssl_key[1]}: {exc.reason}") from None
         return before, after
 
     def _alter_client_metrics(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage,

@@ -44,8 +44,10 @@ def alter_user_scram_credentials(deletions: list[AlterUserScramCredentialsReques
     """One result per user named (in first-seen order); a user with any bad item changes nothing."""
     order: list[str] = []
     errors: dict[str, tuple[int, str]] = {}
-    seen: set[tuple[str, int]] = set()
     records: dict[str, list[MetadataRecord]] = {}
+    # One alteration per user and request, as Kafka's: a user named again (by another mechanism, or by a
+    # deletion and an upsertion) after a valid item fails whole; after an invalid one, the first error stands.
+    altered: set[str] = set()
     # (the item, the same item when it is an upsertion)
     items: list[tuple[AlterUserScramCredentialsRequestScramCredentialDeletion,
                       AlterUserScramCredentialsRequestScramCredentialUpsertion | None]] = [
@@ -56,11 +58,11 @@ def alter_user_scram_credentials(deletions: list[AlterUserScramCredentialsReques
             order.append(user)
         if user in errors:
             continue
-        if (user, mechanism) in seen:
+        if user in altered:
             errors[user] = (ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same "
                                                           "request")
             continue
-        seen.add((user, mechanism))
+        altered.add(user)
         if not user:
             errors[user] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
             continue

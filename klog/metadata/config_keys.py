@@ -27,6 +27,8 @@ class ConfigError(ValueError):
     def __init__(self, key: str, message: str) -> None:
         super().__init__(f"config {key!r}: {message}")
         self.key = key
+        #: what is wrong with the value, without the key
+        self.reason = message
 
 
 # ---- value types ---------------------------------------------------------------------------------------

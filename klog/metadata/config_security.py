@@ -168,11 +168,28 @@ DYNAMIC_SSL_KEYS = frozenset({"ssl.keystore.type", "ssl.keystore.location", "ssl
                               "ssl.truststore.certificates"})
 
 
+#: Kafka's other per-listener TLS configs (DynamicListenerConfig's): a broker's resource may hold them as
+#: ``listener.name.<listener>.<key>`` (validated, stored, described), but a listener that exists keeps its
+#: settings: Kafka 4.3 applies them only to a listener added later, not to a running one nor after a restart
+#: (tests/test_keystore_reload_vs_kafka.py shows it on both)
+STORED_SSL_KEYS = frozenset({"ssl.protocol", "ssl.provider", "ssl.cipher.suites", "ssl.enabled.protocols",
+                             "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
+                             "ssl.endpoint.identification.algorithm", "ssl.secure.random.implementation",
+                             "ssl.client.auth", "ssl.engine.factory.class"})
+
+
 def dynamic_ssl_key(name: str) -> tuple[str, str] | None:
-    """(listener name in upper case, ssl key) of a dynamic ``listener.name.<listener>.ssl.*`` broker config; None
-    for any other name."""
+    """(listener name in upper case, ssl key) of a reloadable ``listener.name.<listener>.ssl.*`` broker config
+    (:data:`DYNAMIC_SSL_KEYS`); None for any other name."""
+    key = listener_ssl_key(name)
+    return key if key is not None and key[1] in DYNAMIC_SSL_KEYS else None
+
+
+def listener_ssl_key(name: str) -> tuple[str, str] | None:
+    """(listener name in upper case, ssl key) of any ``listener.name.<listener>.ssl.*`` config a broker's resource
+    may hold dynamically (:data:`DYNAMIC_SSL_KEYS` and :data:`STORED_SSL_KEYS`); None for any other name."""
     match = _LISTENER_KEY_RE.match(name)
-    if match is None or match["rest"] not in DYNAMIC_SSL_KEYS:
+    if match is None or match["rest"] not in DYNAMIC_SSL_KEYS | STORED_SSL_KEYS:
         return None
     return match["listener"].upper(), match["rest"]
 

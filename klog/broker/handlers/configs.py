@@ -27,7 +27,7 @@ from klog.broker.security import dynamic_ssl_problem
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 from klog.controller.configs import ConfigControlManager
 from klog.controller.topics import TopicError
-from klog.metadata.config_security import DYNAMIC_SSL_KEYS, dynamic_ssl_key
+from klog.metadata.config_security import DYNAMIC_SSL_KEYS, dynamic_ssl_key, listener_ssl_key
 from klog.protocol.struct import Struct
 from klog.metadata import client_metrics
 from klog.metadata import group_config
@@ -101,8 +101,8 @@ def broker_config_entries(broker: HandlerBroker, keys: list[str] | None, *, incl
         })
     own = image_configs.get((ConfigResourceType.BROKER, str(broker.node_id)), {})
     listener_names = {n for n in config.originals if n.startswith("listener.name.")} | \
-        {n for n in own if dynamic_ssl_key(n) is not None}
-    entries += [listener_entry(config, name, own.get(name) if dynamic_ssl_key(name) else None,
+        {n for n in own if listener_ssl_key(n) is not None}
+    entries += [listener_entry(config, name, own.get(name) if listener_ssl_key(name) else None,
                                include_synonyms=include_synonyms, include_documentation=include_documentation)
                 for name in sorted(listener_names) if keys is None or name in keys]
     return entries
