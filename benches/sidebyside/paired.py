@@ -1,11 +1,13 @@
 """The command line of a paired bench (klog and Kafka measured in one run, rounds alternating which goes first):
 ``--rounds``, ``--scale``, ``--short`` and ``--out``; the run in a temporary directory, its table printed and its
-results written as JSON (``benches/bench_transactions.py``, ``benches/bench_share_groups.py``)."""
+results written as JSON (``benches/bench_transactions.py``, ``benches/bench_share_groups.py``). A run that
+fails keeps its directory and says where."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -25,8 +27,14 @@ def paired_main(argv: list[str] | None, *, doc: str | None, run: Run, format_tab
     parser.add_argument("--out", type=Path, default=None, help=f"JSON results (default {results}; none if --short)")
     args = parser.parse_args(argv)
     n, scale = (1, short_scale) if args.short else (args.rounds, args.scale)
-    with tempfile.TemporaryDirectory(prefix=prefix) as work:
-        result = run(Path(work), n, scale, lambda line: print(line, flush=True))
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        result = run(work, n, scale, lambda line: print(line, flush=True))
+    except BaseException:
+        # a failed run keeps its brokers' and drivers' logs for the post-mortem
+        print(f"the run failed: its work directory (broker and driver logs) is kept in {work}", flush=True)
+        raise
+    shutil.rmtree(work, ignore_errors=True)
     print(format_table(result))
     if footer is not None:
         print(footer(result))
