@@ -61,6 +61,16 @@ _CONFIG_SOURCES = {-1: "unknown", 0: "unknown", 1: "dynamic_topic", 2: "dynamic_
                    4: "static_broker", 5: "default", 6: "dynamic_broker_logger", 7: "dynamic_client_metrics",
                    8: "dynamic_group"}
 _RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8, "group": 32}
+#: what a broker puts in an authorized-operations field it was not asked for (Kafka's Integer.MIN_VALUE)
+_OPERATIONS_OMITTED = -2147483648
+
+
+def authorized_operations(bits: int | None) -> frozenset[str] | None:
+    """An authorized-operations bit field (bit i: AclOperation i) as lower-case operation names; None when the
+    broker left it out."""
+    if bits is None or bits == _OPERATIONS_OMITTED:
+        return None
+    return frozenset(op.name.lower() for op in AclOperation if bits & (1 << int(op)))
 _OP_SET, _OP_DELETE = 0, 1
 
 
@@ -114,6 +124,9 @@ class TopicDescription:
     topic_id: Any
     is_internal: bool
     partitions: tuple[PartitionDescription, ...]
+    #: the operations the caller may do on the topic (lower-case AclOperation names, e.g. ``"write"``), when
+    #: asked for (``describe_topics(..., include_authorized_operations=True)``) and the broker said; else None
+    authorized_operations: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -414,10 +427,13 @@ class AsyncAdminClient:
         r = await self.cluster.fetch_metadata(None, timeout=self._t(timeout))
         return sorted(t.name for t in r.topics if not t.error_code and (internal or not t.is_internal))
 
-    async def describe_topics(self, topics: Iterable[str], *, timeout: float | None = None
-                              ) -> dict[str, TopicDescription]:
+    async def describe_topics(self, topics: Iterable[str], *, timeout: float | None = None,
+                              include_authorized_operations: bool = False) -> dict[str, TopicDescription]:
+        """The topics' partitions (Metadata); ``include_authorized_operations``: with what the caller may do on
+        each (:attr:`TopicDescription.authorized_operations`)."""
         names = list(topics)
-        r = await self.cluster.fetch_metadata(names, timeout=self._t(timeout))
+        r = await self.cluster.fetch_metadata(names, timeout=self._t(timeout),
+                                              authorized_operations=include_authorized_operations)
         out: dict[str, TopicDescription] = {}
         errors = []
         for t in r.topics:
@@ -427,7 +443,9 @@ class AsyncAdminClient:
             parts = tuple(sorted((PartitionDescription(p.partition_index, p.leader_id, p.leader_epoch,
                                                        tuple(p.replica_nodes), tuple(p.isr_nodes))
                                   for p in t.partitions), key=lambda p: p.partition))
-            out[t.name] = TopicDescription(t.name, t.topic_id, t.is_internal, parts)
+            ops = (authorized_operations(getattr(t, "topic_authorized_operations", None))
+                   if include_authorized_operations else None)
+            out[t.name] = TopicDescription(t.name, t.topic_id, t.is_internal, parts, ops)
         _raise_collected(errors, "describe_topics")
         return out
 
@@ -769,20 +787,27 @@ class AsyncAdminClient:
         _raise_collected(errors, "delete_records")
         return out
 
-    async def describe_cluster(self, *, timeout: float | None = None) -> dict[str, Any]:
-        """``{"cluster_id", "controller_id", "brokers": [(node_id, host, port, rack)]}``."""
+    async def describe_cluster(self, *, timeout: float | None = None, include_authorized_operations: bool = False
+                               ) -> dict[str, Any]:
+        """``{"cluster_id", "controller_id", "brokers": [(node_id, host, port, rack)], "authorized_operations"}``;
+        the last, what the caller may do on the cluster (lower-case AclOperation names), only when
+        ``include_authorized_operations`` and the broker said (else None)."""
         timeout = self._t(timeout)
         try:
-            r = await self._any_request(ApiKey.DESCRIBE_CLUSTER, Struct(include_cluster_authorized_operations=False),
-                                        timeout)
+            r = await self._any_request(
+                ApiKey.DESCRIBE_CLUSTER, Struct(include_cluster_authorized_operations=include_authorized_operations),
+                timeout)
             if r.error_code:
                 raise for_code(r.error_code, r.error_message)
+            ops = (authorized_operations(getattr(r, "cluster_authorized_operations", None))
+                   if include_authorized_operations else None)
             return {"cluster_id": r.cluster_id, "controller_id": r.controller_id,
-                    "brokers": [(b.broker_id, b.host, b.port, b.rack) for b in r.brokers]}
+                    "brokers": [(b.broker_id, b.host, b.port, b.rack) for b in r.brokers], "authorized_operations": ops}
         except UnsupportedFeatureError:
             md = await self.cluster.refresh_metadata(timeout=timeout)
             return {"cluster_id": md.cluster_id, "controller_id": md.controller_id,
-                    "brokers": [(b.node_id, b.host, b.port, b.rack) for b in md.brokers.values()]}
+                    "brokers": [(b.node_id, b.host, b.port, b.rack) for b in md.brokers.values()],
+                    "authorized_operations": None}
 
 
     async def describe_metadata_quorum(self, *, timeout: float | None = None) -> dict[str, Any]:

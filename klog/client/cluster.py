@@ -367,7 +367,8 @@ class ClusterClient:
         return self.metadata
 
     async def _metadata_request(self, conn: BrokerConnection, topics: Iterable[str] | None = None,
-                                all_topics: bool | None = None, allow_auto_create: bool | None = None) -> Any:
+                                all_topics: bool | None = None, allow_auto_create: bool | None = None,
+                                authorized_operations: bool = False) -> Any:
         v = conn.version(ApiKey.METADATA)
         if all_topics is None:
             all_topics = self.track_all_topics
@@ -378,17 +379,20 @@ class ClusterClient:
             topics=None if all_topics else [Struct(name=t) for t in names],
             allow_auto_topic_creation=allow_auto_create,
             include_cluster_authorized_operations=False,
-            include_topic_authorized_operations=False,
+            include_topic_authorized_operations=authorized_operations,
         )
         if all_topics and v == 0:
             body = Struct(topics=[], allow_auto_topic_creation=allow_auto_create,
                           include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
         return await conn.request(ApiKey.METADATA, body, version=v)
 
-    async def fetch_metadata(self, topics: Iterable[str] | None, *, timeout: float | None = None) -> Any:
-        """A raw Metadata response for exactly ``topics`` (None = all topics), without changing tracking."""
+    async def fetch_metadata(self, topics: Iterable[str] | None, *, timeout: float | None = None,
+                             authorized_operations: bool = False) -> Any:
+        """A raw Metadata response for exactly ``topics`` (None = all topics), without changing tracking;
+        ``authorized_operations``: with each topic's ``topic_authorized_operations`` (Metadata v8+)."""
         conn = await self.any_connection(timeout)
-        return await self._metadata_request(conn, topics=topics or [], all_topics=topics is None)
+        return await self._metadata_request(conn, topics=topics or [], all_topics=topics is None,
+                                            authorized_operations=authorized_operations)
 
     async def refresh_topics(self, topics: Iterable[str] | None, *, allow_auto_create: bool = False,
                              timeout: float | None = None) -> ClusterMetadata:

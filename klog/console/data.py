@@ -102,7 +102,10 @@ class ClusterView:
     """The cluster as the pages show it. Thread-safe (the HTTP server calls it from many threads)."""
 
     def __init__(self, bootstrap_servers: str, *, metrics_urls: list[str] | None = None,
-                 client_config: dict[str, Any] | None = None, history: History | None = None) -> None:
+                 client_config: dict[str, Any] | None = None, history: History | None = None,
+                 metrics: MetricsSource | None = None) -> None:
+        """``history`` and ``metrics``: shared with another view (a login session's view shows the charts the
+        console's sampler keeps); otherwise this view's own, from ``metrics_urls``."""
         from klog.client import AdminClient, Consumer
 
         self.bootstrap_servers = bootstrap_servers
@@ -119,7 +122,8 @@ class ClusterView:
         self._producer: Any = None
         self._producer_lock = threading.Lock()
         self.history = history or History()
-        self.metrics = MetricsSource(metrics_urls, self.history) if metrics_urls else None
+        self.metrics = metrics if metrics is not None else (
+            MetricsSource(metrics_urls, self.history) if metrics_urls else None)
         #: False once the cluster answered that it has no DescribeLogDirs (sizes then come from the metrics)
         self._log_dirs_supported = True
         #: the share groups (KIP-932) the last ListGroups named: their offsets are share-partition start offsets
@@ -166,6 +170,13 @@ class ClusterView:
 
     # ---- cluster ----------------------------------------------------------------------------------------
 
+    def cluster_operations(self) -> frozenset[str] | None:
+        """What the client's principal may do on the cluster (DescribeCluster's authorized operations, lower-case
+        names), or None when the cluster does not say."""
+        ops: frozenset[str] | None = self.admin.describe_cluster(include_authorized_operations=True)[
+            "authorized_operations"]
+        return ops
+
     def overview(self) -> dict[str, Any]:
         cluster = self.admin.describe_cluster()
         topics = self.admin.describe_topics(self.admin.list_topics(internal=True))
@@ -191,7 +202,8 @@ class ClusterView:
         }
 
     def topics(self, *, internal: bool = False) -> list[dict[str, Any]]:
-        described = self.admin.describe_topics(self.admin.list_topics(internal=internal))
+        described = self.admin.describe_topics(self.admin.list_topics(internal=internal),
+                                               include_authorized_operations=True)
         offsets = self.offsets([(name, p.partition) for name, t in described.items() for p in t.partitions])
         sizes = self.sizes({name: [p.partition for p in t.partitions] for name, t in described.items()})
         out = []
@@ -205,7 +217,7 @@ class ClusterView:
                 "messages": sum(max(0, offsets[(name, p.partition)][1] - offsets[(name, p.partition)][0])
                                 for p in parts if (name, p.partition) in offsets),
                 "size": self._topic_size(sizes, name, len(parts)),
-                "rates": self._rates(name),
+                "rates": self._rates(name), "operations": topic.authorized_operations,
             })
         return out
 
@@ -215,7 +227,7 @@ class ClusterView:
     def topic(self, name: str) -> dict[str, Any]:
         from klog.client.admin import ConfigResource
 
-        described = self.admin.describe_topics([name])[name]
+        described = self.admin.describe_topics([name], include_authorized_operations=True)[name]
         offsets = self.offsets([(name, p.partition) for p in described.partitions])
         sizes = self.sizes({name: [p.partition for p in described.partitions]})
         partitions = []
@@ -226,25 +238,38 @@ class ClusterView:
                                "messages": max(0, end - start) if start >= 0 else None,
                                "size": sizes.get((name, p.partition)),
                                "under_replicated": len(p.isr) < len(p.replicas)})
-        configs = self.admin.describe_configs([ConfigResource("topic", name)])
+        from klog.client.errors import KafkaError
+
+        configs_refused = None
+        try:
+            configs = self.admin.describe_configs([ConfigResource("topic", name)])
+        except KafkaError as exc:   # DescribeConfigs needs DescribeConfigs on the topic
+            if not exc.name.endswith("AUTHORIZATION_FAILED"):
+                raise
+            configs, configs_refused = {}, exc.name
         entries = next(iter(configs.values()), {})
         return {"name": name, "internal": described.is_internal, "topic_id": str(described.topic_id),
                 "partitions": partitions,
                 "configs": [{"name": e.name, "value": "(sensitive)" if e.is_sensitive else e.value,
                              "source": e.source, "is_default": e.is_default}
                             for e in sorted(entries.values(), key=lambda e: e.name)],
-                "size": self._topic_size(sizes, name, len(partitions)), "rates": self._rates(name)}
+                "size": self._topic_size(sizes, name, len(partitions)), "rates": self._rates(name),
+                "operations": described.authorized_operations, "configs_refused": configs_refused}
 
     def sizes(self, topics: dict[str, list[int]]) -> dict[tuple[str, int], float]:
         """Bytes per partition: DescribeLogDirs where the cluster has it (the largest replica), else the metrics
         endpoint's ``kafka_log_log_size``, else nothing."""
-        from klog.client.errors import UnsupportedFeatureError
+        from klog.client.errors import KafkaError, UnsupportedFeatureError
 
         if self._log_dirs_supported and topics:
             try:
                 described = self.admin.describe_log_dirs(topics=topics)
             except UnsupportedFeatureError:
                 self._log_dirs_supported = False
+            except KafkaError as exc:
+                # DescribeLogDirs needs Describe on the cluster: a principal without it sees no sizes, not an error
+                if not exc.name.endswith("AUTHORIZATION_FAILED"):
+                    raise
             else:
                 sizes: dict[tuple[str, int], float] = {}
                 for dirs in described.values():
@@ -264,6 +289,30 @@ class ClusterView:
         if self.metrics is None:
             return None
         return {kind: self.metrics.rate_values(topic, kind) for kind in RATE_COUNTERS.values()}
+
+    # ---- security: ACLs, SCRAM users, client quotas ---------------------------------------------------------
+
+    def acls(self) -> list[dict[str, Any]]:
+        """Every ACL the principal may see (DescribeAcls, which needs Describe on the cluster)."""
+        rows = [{"resource_type": a.resource_type, "resource_name": a.resource_name, "pattern_type": a.pattern_type,
+                 "principal": a.principal, "host": a.host, "operation": a.operation,
+                 "permission": a.permission_type} for a in self.admin.describe_acls()]
+        return sorted(rows, key=lambda r: (r["resource_type"], r["resource_name"], r["principal"], r["operation"]))
+
+    def users(self) -> list[dict[str, Any]]:
+        """Every user with SCRAM credentials: mechanisms and iterations (DescribeUserScramCredentials)."""
+        described = self.admin.describe_user_scram_credentials()
+        return [{"user": user, "credentials": sorted(((c.mechanism, c.iterations) for c in infos))}
+                for user, infos in sorted(described.items())]
+
+    def quotas(self) -> list[dict[str, Any]]:
+        """Every client quota entity with its quotas (DescribeClientQuotas; defaults shown as ``<default>``)."""
+        described = self.admin.describe_client_quotas(any_named=(), strict=False)
+        rows = []
+        for entity, values in described.items():
+            rows.append({"entity": [(kind, "<default>" if name is None else name) for kind, name in entity],
+                         "quotas": sorted(values.items())})
+        return sorted(rows, key=lambda r: r["entity"])
 
     # ---- messages ---------------------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@
   const box = document.getElementById("auto-refresh");
   if (!box) return;
   const seconds = parseFloat(box.dataset.seconds) || 5;
-  box.checked = localStorage.getItem("klog-console-refresh") === "1";
+  // remembered in the address (#auto-refresh), never in the browser's storage
+  box.checked = location.hash === "#auto-refresh";
   let timer = null;
   const arm = () => {
     clearTimeout(timer);
@@ -13,7 +14,10 @@
     if (box.checked && !document.getElementById("tail-button") && !document.querySelector("form.confirm"))
       timer = setTimeout(() => document.activeElement.closest("form.action") ? arm() : location.reload(), seconds * 1000);
   };
-  box.addEventListener("change", () => { localStorage.setItem("klog-console-refresh", box.checked ? "1" : "0"); arm(); });
+  box.addEventListener("change", () => {
+    history.replaceState(null, "", box.checked ? "#auto-refresh" : location.pathname + location.search);
+    arm();
+  });
   arm();
 })();
 
