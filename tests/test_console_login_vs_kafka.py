@@ -10,6 +10,9 @@ headless Chromium:
   errors on the security pages, and a crafted POST (with the session's own CSRF token) is refused with the
   cluster's authorization error;
 - a wrong password is refused with Kafka's error, no cookie, one log line without the password;
+- the super user creates and deletes an ACL, sets a SCRAM password (which then logs in to the console; it is on no
+  page, the confirmation page included) and deletes it, sets and removes a quota, each through its confirmation
+  page, checked with klog's admin client;
 - logging out ends the session (the old cookie no longer works); an idle session expires to the login page;
 - over the broker's SASL_SSL listener, with the console itself served over HTTPS, the login works and the cookie is
   also Secure.
@@ -32,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from browser_support import save_screenshot
 
 from klog.client.admin import AclBinding, AdminClient, UserScramCredentialUpsertion
 from klog.client.errors import KafkaError
@@ -222,13 +227,18 @@ def _shown_topics(page: Any) -> list[str]:
         "rows => rows.map(r => r.dataset.topic)"))
 
 
-def test_the_super_user_logs_in_and_sees_topics_acls_users_and_quotas(secured: Any, headless_chromium: Any) -> None:
+def test_the_super_user_logs_in_and_sees_topics_acls_users_and_quotas(secured: Any, headless_chromium: Any,
+                                                                      tmp_path: Path) -> None:
+    """Screenshots of the login form and the three pages go to $KLOG_CONSOLE_SCREENSHOTS when set."""
     _, console, _, _ = secured
     context = headless_chromium.new_context()
     bodies: list[tuple[str, bytes]] = []
     page = context.new_page()
     page.on("response", lambda r: bodies.append((r.url, r.body())) if r.status < 300 else None)
     try:
+        page.set_viewport_size({"width": 1280, "height": 640})
+        page.goto(console.url + "/login")
+        save_screenshot(page, "KLOG_CONSOLE_SCREENSHOTS", "console-login", tmp_path)
         _log_in(page, console.url, "admin", PASSWORDS["admin"])
         assert urllib.parse.urlsplit(page.url).path == "/topics"      # back where the login was asked for
         assert page.inner_text("#user") == "admin"
@@ -243,15 +253,17 @@ def test_the_super_user_logs_in_and_sees_topics_acls_users_and_quotas(secured: A
         page.wait_for_url("**/acls")
         row = page.locator(f'#acls tr[data-principal="User:alice"][data-resource="{PUBLIC}"]')
         assert row.locator("td").all_inner_texts() == ["topic", PUBLIC, "literal", "User:alice", "*", "describe",
-                                                       "allow"]
+                                                       "allow", "Delete…"]
+        save_screenshot(page, "KLOG_CONSOLE_SCREENSHOTS", "console-acls", tmp_path)
         page.click("#nav-users")
         page.wait_for_url("**/users")
         for user in PASSWORDS:
-            assert page.locator(f'#users tr[data-user="{user}"] td').all_inner_texts() == [user, MECHANISM, "8192"]
+            assert page.locator(f'#users tr[data-user="{user}"] td').all_inner_texts() == [user, MECHANISM, "8192",
+                                                                                        "Delete…"]
         page.click("#nav-quotas")
         page.wait_for_url("**/quotas")
         assert page.locator('#quotas tr[data-entity="user=alice"] td').all_inner_texts() == [
-            "user=alice", "producer_byte_rate", "1048576"]
+            "user=alice", "producer_byte_rate", "1048576", "Remove…"]
 
         [cookie] = context.cookies()
         assert cookie["name"] == "klog_console_session" and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
@@ -291,6 +303,7 @@ def test_a_user_with_describe_on_one_topic_sees_only_it_and_is_refused_by_the_cl
         for name in ("acls", "users", "quotas"):
             page.goto(f"{console.url}/{name}")
             assert page.inner_text("#refused #error-name") == "CLUSTER_AUTHORIZATION_FAILED", name
+            assert page.locator("form.action, form.row-action").count() == 0, name
 
         # a crafted POST with the session's own token: the cluster refuses it
         token = page.locator("#logout-form [name=csrf]").get_attribute("value")
@@ -332,6 +345,110 @@ def test_a_wrong_password_is_refused_with_kafkas_error_and_no_session(secured: A
     logged = [line for line in console.lines[before:] if "login of 'alice'" in line]
     assert len(logged) == 1 and "refused" in logged[0] and "SASL_AUTHENTICATION_FAILED" in logged[0], logged
     assert not any(wrong in line for line in console.lines)
+
+
+def _act(page: Any, form: str, fields: dict[str, str], title: str, notice: str) -> None:
+    """Fill and submit an action's form, check its confirmation page, confirm, and check the notice."""
+    for name, value in fields.items():
+        field = page.locator(f"{form} [name={name}]")
+        if field.evaluate("e => e.tagName") == "SELECT":
+            field.select_option(value)
+        else:
+            field.fill(value)
+    page.click(f"{form} button[type=submit]")
+    page.wait_for_selector("#action-title")
+    assert page.inner_text("#action-title") == title
+    page.click("#confirm-button")
+    page.wait_for_selector("#notice")
+    assert page.inner_text("#notice") == notice
+
+
+def _row_action(page: Any, row: str, notice: str) -> None:
+    page.click(f"{row} form.row-action button")
+    page.wait_for_selector("#confirm-button")
+    page.click("#confirm-button")
+    page.wait_for_selector("#notice")
+    assert page.inner_text("#notice") == notice
+
+
+def test_the_super_user_manages_acls_users_and_quotas_through_confirmation_pages(
+        secured: Any, headless_chromium: Any) -> None:
+    sasl, console, _, _ = secured
+    bob, bob_password = f"bob-{uuid.uuid4().hex[:6]}", f"Bob-Pw-{uuid.uuid4().hex[:8]}"
+    context = headless_chromium.new_context()
+    bodies: list[tuple[str, bytes]] = []
+    page = context.new_page()
+    page.on("response", lambda r: bodies.append((r.url, r.body())) if r.status < 300 or r.status >= 400 else None)
+    try:
+        _log_in(page, console.url, "admin", PASSWORDS["admin"])
+        # an ACL
+        page.goto(console.url + "/acls")
+        page.click("#create-acl")
+        _act(page, "#create-acl-form", {"resource_type": "group", "resource_name": "billing-",
+                                        "pattern_type": "prefixed", "principal": f"User:{bob}",
+                                        "operation": "read", "permission": "deny"},
+             "Create an ACL", f"Created the ACL: deny User:{bob} from host *: read on group billing- (prefixed).")
+        row = f'#acls tr[data-principal="User:{bob}"]'
+        assert page.locator(f"{row} td").all_inner_texts()[:7] == ["group", "billing-", "prefixed", f"User:{bob}",
+                                                                   "*", "read", "deny"]
+        with _scram_admin(sasl, "admin") as admin:
+            assert [a.principal for a in admin.describe_acls() if a.principal == f"User:{bob}"] == [f"User:{bob}"]
+        _row_action(page, row, f"Deleted 1 ACL: deny User:{bob} from host *: read on group billing- (prefixed).")
+        assert page.locator(row).count() == 0
+
+        # a SCRAM credential, which then logs in to the console
+        page.goto(console.url + "/users")
+        page.click("#set-password")
+        for name, value in {"user": bob, "mechanism": "SCRAM-SHA-512", "password": bob_password,
+                            "iterations": "4096"}.items():
+            field = page.locator(f"#set-password-form [name={name}]")
+            field.select_option(value) if name == "mechanism" else field.fill(value)
+        page.click("#set-password-form button[type=submit]")
+        page.wait_for_selector("#action-title")
+        assert page.inner_text("#action-title") == f"Set the password of {bob}"
+        assert bob_password not in page.content()                 # the confirmation page does not carry it
+        page.click("#confirm-button")
+        page.wait_for_selector("#notice")
+        assert page.inner_text("#notice") == f"Set the SCRAM-SHA-512 password of {bob}."
+        assert page.locator(f'#users tr[data-user="{bob}"] td').all_inner_texts()[:3] == [bob, "SCRAM-SHA-512",
+                                                                                          "4096"]
+        other = headless_chromium.new_context()
+        try:
+            bob_page = other.new_page()
+            deadline = time.monotonic() + 20
+            while True:   # the credential reaches every broker through the metadata log
+                bob_page.goto(console.url + "/login")
+                bob_page.fill("#login-form [name=username]", bob)
+                bob_page.fill("#login-form [name=password]", bob_password)
+                bob_page.select_option("#login-form [name=mechanism]", "SCRAM-SHA-512")
+                bob_page.click("#login-button")
+                bob_page.wait_for_load_state()
+                if bob_page.locator("#user").count():
+                    break
+                assert time.monotonic() < deadline, bob_page.inner_text("main")
+                time.sleep(0.5)
+            assert bob_page.inner_text("#user") == bob
+        finally:
+            other.close()
+        _row_action(page, f'#users tr[data-user="{bob}"]', f"Deleted the SCRAM-SHA-512 credential of {bob}.")
+        assert page.locator(f'#users tr[data-user="{bob}"]').count() == 0
+
+        # a quota
+        page.goto(console.url + "/quotas")
+        page.click("#set-quota")
+        _act(page, "#set-quota-form", {"entity_type": "user", "entity_name": bob, "key": "consumer_byte_rate",
+                                       "value": "2048"},
+             f"Set a quota of user={bob}", f"Set consumer_byte_rate = 2048 for user={bob}.")
+        row = f'#quotas tr[data-entity="user={bob}"]'
+        assert page.locator(f"{row} td").all_inner_texts()[:3] == [f"user={bob}", "consumer_byte_rate", "2048"]
+        with _scram_admin(sasl, "admin") as admin:
+            assert admin.describe_client_quotas({"user": bob}) == {(("user", bob),): {"consumer_byte_rate": 2048.0}}
+        _row_action(page, row, f"Removed consumer_byte_rate of user={bob}.")
+        assert page.locator(row).count() == 0
+        for url, body in bodies:
+            assert bob_password.encode() not in body and bob_password not in url, url
+    finally:
+        context.close()
 
 
 # ---- sessions over plain HTTP: logout and expiry ----------------------------------------------------------

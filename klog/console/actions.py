@@ -1,6 +1,7 @@
 """The console's write actions, as operators have them in Redpanda Console and Kafbat UI: create and delete
-topics, set or reset a topic config, add partitions, produce a message, delete records below an offset and reset
-an empty group's committed offsets.
+topics, set or reset a topic config, add partitions, produce a message, delete records below an offset, reset
+an empty group's committed offsets; create and delete ACLs, set and delete SCRAM credentials, set and remove client
+quotas.
 
 Each action is two POSTs: the first (the form on a page) returns a :class:`Plan`, a page saying what will change,
 with a confirm button; the second (``confirm=yes``) runs it. Input errors are :class:`BadRequest`; the cluster's
@@ -38,6 +39,8 @@ class Plan:
     #: it destroys data: the button is red
     destructive: bool = False
     after: str | None = None
+    #: form fields the confirmation page must not carry (a password): the server keeps them until the confirm
+    secret_fields: tuple[str, ...] = ()
 
 
 def _field(form: dict[str, str], name: str) -> str:
@@ -241,6 +244,168 @@ def reset_group_offsets(view: ClusterView, group: str, form: dict[str, str]) -> 
                 table=[(t, p, current.get((t, p), "-"), o) for (t, p), o in sorted(target.items())])
 
 
+# ---- ACLs, SCRAM credentials, client quotas ---------------------------------------------------------------------
+
+ACL_RESOURCE_TYPES = ("topic", "group", "cluster", "transactional_id", "delegation_token", "user")
+ACL_OPERATIONS = ("all", "read", "write", "create", "delete", "alter", "describe", "cluster_action",
+                  "describe_configs", "alter_configs", "idempotent_write", "create_tokens", "describe_tokens")
+ACL_PATTERNS = ("literal", "prefixed")
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+QUOTA_ENTITY_TYPES = ("user", "client-id")
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
+#: how the pages write the default entity of a quota (None in the protocol)
+DEFAULT_ENTITY = "<default>"
+
+
+def _choice(form: dict[str, str], name: str, choices: tuple[str, ...]) -> str:
+    value = _field(form, name)
+    if value not in choices:
+        raise BadRequest(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _acl(form: dict[str, str]) -> Any:
+    from klog.client.admin import AclBinding
+
+    resource_type = _choice(form, "resource_type", ACL_RESOURCE_TYPES)
+    name = "kafka-cluster" if resource_type == "cluster" else _field(form, "resource_name")
+    if not name:
+        raise BadRequest("name the resource (a topic, group, transactional id... or * for all)")
+    principal = _field(form, "principal")
+    if ":" not in principal:
+        raise BadRequest(f"principal must be TYPE:NAME, e.g. User:alice, got {principal!r}")
+    return AclBinding(resource_type, name, principal, _choice(form, "operation", ACL_OPERATIONS),
+                      _choice(form, "permission", ("allow", "deny")), _field(form, "host") or "*",
+                      _choice(form, "pattern_type", ACL_PATTERNS))
+
+
+def _acl_text(acl: Any) -> str:
+    return (f"{acl.permission_type} {acl.principal} from host {acl.host}: {acl.operation} on {acl.resource_type} "
+            f"{acl.resource_name} ({acl.pattern_type})")
+
+
+def create_acl(view: ClusterView, form: dict[str, str]) -> Plan:
+    acl = _acl(form)
+
+    def run() -> str:
+        view.admin.create_acls([acl])
+        return f"Created the ACL: {_acl_text(acl)}."
+
+    return Plan("Create an ACL", "Create ACL", "/acls", run, details=[_acl_text(acl)])
+
+
+def delete_acl(view: ClusterView, form: dict[str, str]) -> Plan:
+    from klog.client.admin import AclBindingFilter
+
+    acl = _acl(form)
+    exact = AclBindingFilter(acl.resource_type, acl.resource_name, acl.principal, acl.operation,
+                             acl.permission_type, acl.host, acl.pattern_type)
+
+    def run() -> str:
+        deleted = view.admin.delete_acls([exact])
+        return f"Deleted {len(deleted)} ACL{'s' if len(deleted) != 1 else ''}: {_acl_text(acl)}."
+
+    return Plan("Delete an ACL", "Delete ACL", "/acls", run, destructive=True, details=[_acl_text(acl)])
+
+
+def set_scram_password(view: ClusterView, form: dict[str, str]) -> Plan:
+    from klog.client.admin import UserScramCredentialUpsertion
+    from klog.security.scram import MAX_ITERATIONS, MIN_ITERATIONS
+
+    user = _field(form, "user")
+    if not user:
+        raise BadRequest("name the user")
+    mechanism = _choice(form, "mechanism", SCRAM_MECHANISMS)
+    password = form.get("password", "")
+    if not password:
+        raise BadRequest("the password is empty")
+    iterations = _int_field(form, "iterations", lo=MIN_ITERATIONS, default=MIN_ITERATIONS)
+    if iterations > MAX_ITERATIONS:
+        raise BadRequest(f"iterations must be at most {MAX_ITERATIONS}, got {iterations}")
+
+    def run() -> str:
+        view.admin.alter_user_scram_credentials([UserScramCredentialUpsertion(user, mechanism, password,
+                                                                              iterations)])
+        return f"Set the {mechanism} password of {user}."
+
+    return Plan(f"Set the password of {user}", "Set password", "/users", run, secret_fields=("password",), details=[
+        f"{mechanism} credential, {iterations} iterations (salted here; the password itself is not sent)",
+        "A user logged in with the old password stays logged in until their connections close."])
+
+
+def delete_scram_credential(view: ClusterView, form: dict[str, str]) -> Plan:
+    user = _field(form, "user")
+    if not user:
+        raise BadRequest("name the user")
+    mechanism = _choice(form, "mechanism", SCRAM_MECHANISMS)
+
+    def run() -> str:
+        view.admin.alter_user_scram_credentials(deletions=[(user, mechanism)])
+        return f"Deleted the {mechanism} credential of {user}."
+
+    return Plan(f"Delete the {mechanism} credential of {user}", "Delete credential", "/users", run,
+                destructive=True, details=[f"{user} can no longer log in with {mechanism}."])
+
+
+def _quota_entity(form: dict[str, str]) -> dict[str, str | None]:
+    """``entity``: ``type=name`` pairs separated by commas (``<default>`` the default entity), as the quotas page
+    shows them; or the fields ``entity_type`` and ``entity_name`` (blank: the default)."""
+    text = _field(form, "entity")
+    if not text:
+        name = _field(form, "entity_name")
+        return {_choice(form, "entity_type", QUOTA_ENTITY_TYPES): name or None}
+    entity: dict[str, str | None] = {}
+    for part in text.split(","):
+        kind, sep, name = part.strip().partition("=")
+        if not sep or kind not in (*QUOTA_ENTITY_TYPES, "ip"):
+            raise BadRequest(f"entity must be type=name pairs (user, client-id, ip), got {text!r}")
+        entity[kind] = None if name == DEFAULT_ENTITY else name
+    return entity
+
+
+def _entity_text(entity: dict[str, str | None]) -> str:
+    return ", ".join(f"{k}={DEFAULT_ENTITY if v is None else v}" for k, v in entity.items())
+
+
+def set_quota(view: ClusterView, form: dict[str, str]) -> Plan:
+    entity = _quota_entity(form)
+    key = _choice(form, "key", QUOTA_KEYS)
+    raw = _field(form, "value")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadRequest(f"value must be a number, got {raw!r}") from None
+    if value < 0:
+        raise BadRequest(f"value must not be negative, got {raw}")
+
+    def run() -> str:
+        view.admin.alter_client_quotas([(entity, {key: value})])
+        return f"Set {key} = {raw} for {_entity_text(entity)}."
+
+    return Plan(f"Set a quota of {_entity_text(entity)}", "Set quota", "/quotas", run,
+                details=[f"{key} = {raw}"])
+
+
+def remove_quota(view: ClusterView, form: dict[str, str]) -> Plan:
+    entity = _quota_entity(form)
+    key = _choice(form, "key", QUOTA_KEYS)
+
+    def run() -> str:
+        view.admin.alter_client_quotas([(entity, {key: None})])
+        return f"Removed {key} of {_entity_text(entity)}."
+
+    return Plan(f"Remove a quota of {_entity_text(entity)}", "Remove quota", "/quotas", run, destructive=True,
+                details=[f"{key} of {_entity_text(entity)} is removed (the default applies again, if any)."])
+
+
+#: POST routes of the security pages: path -> planner
+SECURITY_ACTIONS: dict[tuple[str, ...], Callable[[ClusterView, dict[str, str]], Plan]] = {
+    ("acls",): create_acl, ("acls", "delete"): delete_acl,
+    ("users",): set_scram_password, ("users", "delete"): delete_scram_credential,
+    ("quotas",): set_quota, ("quotas", "delete"): remove_quota,
+}
+
+
 #: POST routes: (path shape) -> planner. ``{}`` is the topic or group in the path.
 TOPIC_ACTIONS: dict[str, Callable[[ClusterView, str, dict[str, str]], Plan]] = {
     "delete": delete_topic, "configs": alter_topic_config, "partitions": add_partitions, "produce": produce,
@@ -256,4 +421,6 @@ def plan(view: ClusterView, parts: list[str], form: dict[str, str]) -> Plan | No
         return TOPIC_ACTIONS[parts[2]](view, parts[1], form)
     if len(parts) == 3 and parts[0] == "groups" and parts[2] == "reset-offsets":
         return reset_group_offsets(view, parts[1], form)
+    if tuple(parts) in SECURITY_ACTIONS:
+        return SECURITY_ACTIONS[tuple(parts)](view, form)
     return None

@@ -162,6 +162,9 @@ class ConsoleApp:
         self.csrf_token = secrets.token_urlsafe(32)
         #: id -> what a done action says on the page it leads to (the id is in that page's ``done`` parameter)
         self._notices: dict[str, str] = {}
+        #: (the session's CSRF token, a confirmation's id) -> the secret form fields (a password) its plan keeps
+        #: off the confirmation page until confirmed
+        self._pending: dict[tuple[str, str], dict[str, str]] = {}
         self._notices_lock = threading.Lock()
         #: the request being answered (one thread each): its notice and session
         self._request = threading.local()
@@ -362,6 +365,14 @@ class ConsoleApp:
         refused = self._refuse_cross_site(form, headers, csrf_token)
         if refused:
             return Reply(*self._error(HTTPStatus.FORBIDDEN, refused, parts))
+        if form.get("pending"):
+            # a confirmation of a plan with secret fields: they were kept here, not on the page
+            with self._notices_lock:
+                kept = self._pending.pop((csrf_token, form["pending"]), None)
+            if kept is None:
+                return Reply(*self._error(HTTPStatus.BAD_REQUEST, "this confirmation has expired: fill the form "
+                                          "again", parts))
+            form = {**form, **kept}
         try:
             plan = actions.plan(self.view, parts, form)
             if plan is None:
@@ -372,8 +383,15 @@ class ConsoleApp:
             return Reply(*self._error(HTTPStatus.NOT_FOUND, str(exc), parts))
         except KafkaError as exc:
             return Reply(*self._error(_refusal_status(exc), exc.message or str(exc), parts, exc.name))
-        fields = {k: v for k, v in form.items() if k != "confirm"}
+        fields = {k: v for k, v in form.items() if k not in ("confirm", "pending", *plan.secret_fields)}
         if form.get("confirm") != "yes":
+            if plan.secret_fields:
+                pending = secrets.token_urlsafe(16)
+                with self._notices_lock:
+                    self._pending[(csrf_token, pending)] = {k: form.get(k, "") for k in plan.secret_fields}
+                    while len(self._pending) > MAX_NOTICES:
+                        del self._pending[next(iter(self._pending))]
+                fields["pending"] = pending
             body = self.page("action.html", section="", plan=plan, action=path, fields=fields, error=None)
             return Reply(HTTPStatus.OK, "text/html; charset=utf-8", body.encode())
         try:
@@ -440,17 +458,18 @@ class ConsoleApp:
 
         read = {"acls": self.view.acls, "users": self.view.users, "quotas": self.view.quotas}[name]
         needed = SECURITY_PAGE_OPERATIONS[name]
-        if not _can(self.view.cluster_operations(), needed):
+        cluster_ops = self.view.cluster_operations()
+        if not _can(cluster_ops, needed):
             # not asked: the principal may not, by DescribeCluster's authorized operations (and Apache Kafka 4.3
             # never answers an unauthorized DescribeUserScramCredentials of all users: it fails building the error)
-            return self.page(f"{name}.html", section=name, rows=[], refused={
+            return self.page(f"{name}.html", section=name, rows=[], cluster_ops=cluster_ops, refused={
                 "name": "CLUSTER_AUTHORIZATION_FAILED",
                 "message": f"you may not {needed.replace('_', ' ')} the cluster (its ACLs)"})
         try:
             rows, refused = read(), None
         except KafkaError as exc:
             rows, refused = [], {"name": exc.name, "message": exc.message or str(exc)}
-        return self.page(f"{name}.html", section=name, rows=rows, refused=refused)
+        return self.page(f"{name}.html", section=name, rows=rows, refused=refused, cluster_ops=cluster_ops)
 
     def _topic(self, name: str, *, partitions_only: bool = False) -> Any:
         """The topic's page data (or just its partition count): NotFound when the cluster does not know it."""
