@@ -10,6 +10,7 @@ maintenance pass (retention, checkpoints, idle connections).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Mapping
@@ -242,6 +243,12 @@ class BrokerServer:
                 log.warning("klog.event.loop.slice.us=%d not applied: %s", slice_us, problem)
             else:
                 log.info("event-loop thread asks for a %d us scheduler slice", slice_us)
+        # What start-up made (modules, codecs, the metadata image) lives as long as the broker: frozen out of the
+        # cyclic GC's generations, a full collection no longer scans it and stalls the event loop for it (13-17 ms
+        # with ~36,000 objects during an e2e run, 0.3-0.5 ms frozen)
+        gc.collect()
+        gc.freeze()
+        log.info("cyclic GC: %d start-up objects frozen", gc.get_freeze_count())
         self._started = True
         log.info("klog-broker started in %.0f ms: node %d, cluster %s, listening on %s, advertised as %s:%d, "
                  "data in %s", (time.monotonic() - started) * 1000, self.state.node_id, self.state.cluster_id,
