@@ -334,3 +334,45 @@ def test_the_client_certificate_subject_reads_as_the_ssl_module_reads_it(tmp_pat
     assert distinguished_name(native) == distinguished_name(ssl_module)
     mapper = PrincipalMapper("RULE:^.*CN=([^,]+),.*$/$1/U,DEFAULT")
     assert mapper.principal(native) == mapper.principal(ssl_module)
+
+
+def test_p521_keys_and_cas_are_served_and_verified_and_ed448_is_not(tmp_path: Any) -> None:
+    """A P-521 CA (signing with SHA-512), a P-521 server key (PKCS#8 and SEC1, raw to TlsServerConfig) and a P-521
+    client certificate: handshakes with Python's ssl module as the client over TLS 1.2 and 1.3, the client's
+    certificate shown. A P-521 key of another certificate, a truncated one, and an Ed448 key (which the native
+    session does not serve) are clear errors, not crashes."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from klog.security.tls import TlsConfigError, native_server_config
+
+    ca = CertificateAuthority(tmp_path / "ca", "P-521 CA", curve=ec.SECP521R1(), digest=hashes.SHA512())
+    broker, client = ca.issue("broker", curve=ec.SECP521R1()), ca.issue("client", curve=ec.SECP521R1(), hosts=())
+    key = serialization.load_pem_private_key(broker.key_pem.encode(), None)
+    sec1 = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                             serialization.NoEncryption())
+    assert sec1.startswith(b"-----BEGIN EC PRIVATE KEY-----")
+    for key_pem in (broker.key_pem.encode(), sec1):
+        config = TlsServerConfig(broker.cert_pem.encode(), key_pem, client_ca_pem=ca.pem.encode(),
+                                 client_auth="required")
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            context = client_context(ca, client)
+            context.minimum_version = context.maximum_version = version
+            server = TlsServerSession(config)
+            tls_client = Client(context, server)
+            tls_client.handshake()
+            assert server.protocol_version == version.name.replace("v1_", "v1.")
+            assert server.peer_certificates()[0] == ssl.PEM_cert_to_DER_cert(client.cert_pem)
+            tls_client.tls.write(b"ping")
+            assert tls_client.flush() == b"ping"
+    _serves(native_server_config({"ssl.keystore.location": broker.keystore_file, "ssl.client.auth": "requested",
+                                  "ssl.truststore.location": ca.ca_file}), ca)
+
+    with pytest.raises(ValueError, match="does not serve"):
+        TlsServerConfig(broker.cert_pem.encode(), client.key_pem.encode())
+    truncated = broker.key_pem.splitlines()
+    with pytest.raises(ValueError, match="private key is not one the native TLS session serves.*or is malformed"):
+        TlsServerConfig(broker.cert_pem.encode(), ("\n".join(truncated[:3] + truncated[-1:]) + "\n").encode())
+    ed448 = ca.issue("ed448", ed448_key=True)
+    with pytest.raises(TlsConfigError, match="an Ed448 key"):
+        native_server_config({"ssl.keystore.location": ed448.keystore_file})

@@ -203,7 +203,7 @@ def _security(config: BrokerConfig, lst: Listener) -> ListenerSecurity:
 def _native_or_why_not(security: ListenerSecurity, settings: Mapping[str, Any]
                         ) -> tuple[TlsServerConfig | None, str | None]:
     """The listener's native TLS settings; (None, why) where the native session cannot serve settings Python's ssl
-    module can (OpenSSL's CBC suites only, a P-521 key) and klog.tls.engine was left at its default: a properties
+    module can (OpenSSL's CBC suites only, an Ed448 or DSA key) and klog.tls.engine was left at its default: a properties
     file that starts a Kafka node starts this one, on the ssl engine (the listener logs it when it binds). Set
     explicitly, native must serve them."""
     try:

@@ -465,7 +465,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "klog._native.TlsServerSession) over a plain TCP transport, every record of a socket read decrypted in one "
        "call; ssl, Python's ssl module (OpenSSL) through uvloop's SSL transport. Both take the same ssl.* "
        "settings; native offers TLS 1.2's ECDHE AES-GCM and ChaCha20-Poly1305 suites and TLS 1.3's (ssl also "
-       "OpenSSL's CBC suites) and RSA, ECDSA P-256/P-384 and Ed25519 keys (ssl also P-521, Ed448, DSA, in the "
+       "OpenSSL's CBC suites) and RSA, ECDSA P-256/P-384/P-521 and Ed25519 keys (ssl also Ed448, DSA, in the "
        "keystore or as the CAs of client certificates); left at its default, a listener whose settings native "
        "cannot serve is served by ssl (with a warning), at start-up or from a dynamic change of its stores on; "
        "set to native such settings are refused. The controller listener is served by the ssl module either way",

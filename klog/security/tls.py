@@ -222,8 +222,9 @@ def server_context(settings: Mapping[str, Any]) -> ssl.SSLContext:
 
 # ---- the native engine (klog.tls.engine=native): the same settings as PEM bytes for klog._native -------------------
 
-#: the ECDSA curves of the keys the native session serves (its ring provider: P-256 and P-384, not P-521)
-_NATIVE_CURVES = frozenset({"secp256r1", "secp384r1"})
+#: the ECDSA curves of the keys the native session serves and verifies (its ring provider's P-256 and P-384, and
+#: P-521 from RustCrypto's p521 crate: klog_core::tls_p521)
+_NATIVE_CURVES = frozenset({"secp256r1", "secp384r1", "secp521r1"})
 
 
 def _unencrypted_key(pem: bytes, password: str | None, key: str) -> bytes:
@@ -245,13 +246,14 @@ def _unencrypted_key(pem: bytes, password: str | None, key: str) -> bytes:
     unserved = _unserved_key(private)
     if unserved is not None:
         raise TlsConfigError(key, f"the keystore's key is {unserved}: klog's native TLS session serves RSA, ECDSA "
-                                  "P-256/P-384 and Ed25519 keys (klog.tls.engine=ssl serves it)")
+                                  "P-256/P-384/P-521 and Ed25519 keys (klog.tls.engine=ssl serves it)")
     return private.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
 
 
 def _unserved_key(key: Any) -> str | None:
     """What kind of key ``key`` (a cryptography private or public key) is when the native session can neither sign
-    nor verify with it (an ECDSA key on P-521, Ed448, DSA); None for the keys it can."""
+    nor verify with it (an ECDSA key on a curve other than P-256/P-384/P-521, Ed448, DSA); None for the keys it
+    can."""
     from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448
 
     if isinstance(key, (ec.EllipticCurvePrivateKey, ec.EllipticCurvePublicKey)) \

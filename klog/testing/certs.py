@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, ed448
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
@@ -51,8 +51,11 @@ class CertificateAuthority:
     """A self-signed CA in ``directory`` (``ca.pem``); :meth:`issue` signs server and client certificates."""
 
     def __init__(self, directory: str | os.PathLike[str], name: str = "klog test CA", *,
-                 curve: ec.EllipticCurve | None = None) -> None:
-        """``curve``: the CA key's (P-256 unless given)."""
+                 curve: ec.EllipticCurve | None = None,
+                 digest: hashes.SHA256 | hashes.SHA384 | hashes.SHA512 | None = None) -> None:
+        """``curve``: the CA key's (P-256 unless given); ``digest``: the hash it signs with (SHA-256 unless
+        given)."""
+        self.digest: hashes.SHA256 | hashes.SHA384 | hashes.SHA512 = digest if digest is not None else hashes.SHA256()
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.key = ec.generate_private_key(curve if curve is not None else ec.SECP256R1())
@@ -67,17 +70,20 @@ class CertificateAuthority:
                                                   content_commitment=False, key_encipherment=False,
                                                   data_encipherment=False, key_agreement=False,
                                                   encipher_only=False, decipher_only=False), critical=True)
-                     .sign(self.key, hashes.SHA256()))
+                     .sign(self.key, self.digest))
         self.pem = self.cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
         self.ca_file = str(self.directory / "ca.pem")
         Path(self.ca_file).write_text(self.pem)
 
     def issue(self, name: str, *, hosts: tuple[str, ...] = ("localhost", "127.0.0.1"), org: str | None = "klog",
-              days: int = 30, expired: bool = False, curve: ec.EllipticCurve | None = None) -> Issued:
+              days: int = 30, expired: bool = False, curve: ec.EllipticCurve | None = None,
+              ed448_key: bool = False) -> Issued:
         """A certificate for ``name`` (its CN; ``hosts`` as subject alternative names), usable by a server and a
         client. ``expired``: its validity ended yesterday; ``curve``: its key's (P-256 unless given, e.g.
-        ``ec.SECP521R1()``, a key Python's ssl module serves and klog's native TLS session does not)."""
-        key = ec.generate_private_key(curve if curve is not None else ec.SECP256R1())
+        ``ec.SECP521R1()``); ``ed448_key``: an Ed448 key instead, one Python's ssl module serves and klog's native
+        TLS session does not."""
+        key: ec.EllipticCurvePrivateKey | ed448.Ed448PrivateKey = ed448.Ed448PrivateKey.generate() if ed448_key \
+            else ec.generate_private_key(curve if curve is not None else ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         start, end = (now - datetime.timedelta(days=3), now - datetime.timedelta(days=1)) if expired else \
             (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days))
@@ -96,7 +102,7 @@ class CertificateAuthority:
                                                          ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        cert = builder.sign(self.key, hashes.SHA256())
+        cert = builder.sign(self.key, self.digest)
         cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
         key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption()).decode("ascii")

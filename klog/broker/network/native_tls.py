@@ -11,7 +11,7 @@ handshake), decrypts into the connection's buffers, holds the rest of a read whi
 reading, and encrypts what the connection writes. A client's close_notify is an end of stream; a TLS error sends
 its alert and closes the socket.
 
-A listener on the default engine whose dynamic ssl.* settings the native session cannot serve (a P-521 key) serves
+A listener on the default engine whose dynamic ssl.* settings the native session cannot serve (an Ed448 or DSA key) serves
 its new connections with :class:`SslModuleSession` instead: Python's ssl module over memory BIOs, the same methods
 as ``TlsServerSession``, under the same protocol.
 """

@@ -20,3 +20,4 @@ pub mod columnar_encode;
 pub mod socket_writer;
 pub mod front;
 pub mod tls;
+pub mod tls_p521;

@@ -11,13 +11,16 @@
 //! first fragments) is copied, into the session's `carry`, completed there with the next read's
 //! first bytes, and the rest of that read is again decrypted where it lies.
 //!
+//! Its crypto is rustls's `ring` provider with ECDSA on P-521 added (`tls_p521`): keys and CAs on P-521 are served
+//! and verified as Apache Kafka does.
+//!
 //! The settings are Kafka's, already read from their stores by the caller (PEM bytes; PKCS12 and
 //! encrypted keys are unwrapped in Python): `ssl.enabled.protocols`, `ssl.cipher.suites` (IANA
 //! names), `ssl.client.auth` with the trusted CAs.
 
 use std::sync::{Arc, Mutex};
 
-use rustls::crypto::{ring, CryptoProvider};
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert, UnbufferedServerConnection, WebPkiClientVerifier};
@@ -88,7 +91,7 @@ fn iana_name(suite: &rustls::SupportedCipherSuite) -> String {
 }
 
 fn provider(cipher_suites: &[String]) -> Result<CryptoProvider, TlsError> {
-    let mut provider = ring::default_provider();
+    let mut provider = crate::tls_p521::ring_with_p521();
     if cipher_suites.is_empty() {
         return Ok(provider);
     }
@@ -166,9 +169,17 @@ pub fn server_config(settings: &ServerSettings<'_>) -> Result<Arc<ServerConfig>,
             )
         }
     };
-    let config = builder
-        .with_single_cert(chain, key)
-        .map_err(|e| TlsError::Config(format!("the keystore's key does not serve its certificate: {e}")))?;
+    let config = builder.with_single_cert(chain, key).map_err(|e| {
+        TlsError::Config(match e {
+            rustls::Error::InconsistentKeys(_) => format!("the keystore's key does not serve its certificate: {e}"),
+            // what the key provider (ring's, and P-521's) cannot load
+            rustls::Error::General(_) => format!(
+                "the keystore's private key is not one the native TLS session serves (RSA, ECDSA P-256, P-384, \
+                 P-521, Ed25519), or is malformed: {e}"
+            ),
+            e => format!("the keystore's certificate: {e}"),
+        })
+    })?;
     Ok(Arc::new(config))
 }
 

@@ -466,3 +466,133 @@ fn key_updates_both_ways_and_close_notify_mid_read_keep_the_stream_whole() {
     assert_eq!(client_reads(&mut client, &out), b"goodbye");
     assert!(client.process_new_packets().unwrap().peer_has_closed());
 }
+
+// ---- P-521 (klog_core::tls_p521): certificates and keys made by OpenSSL (tests/data/make_p521_pki.py) ----
+
+/// The PEM under `# label` in tests/data/p521_pki.pem.
+fn p521_pem(label: &str) -> &'static str {
+    let text = include_str!("data/p521_pki.pem");
+    let start = text.find(&format!("# {label}\n")).unwrap_or_else(|| panic!("no {label}")) + label.len() + 3;
+    let end = text[start..].find("\n# ").map(|at| start + at + 1).unwrap_or(text.len());
+    &text[start..end]
+}
+
+/// A rustls client trusting the P-521 CA (and verifying with klog's P-521 algorithms), with the client
+/// certificate `client` ("p521 client", "p256 client") if given.
+fn p521_client(
+    provider: rustls::crypto::CryptoProvider,
+    client: Option<&str>,
+    version: &'static rustls::SupportedProtocolVersion,
+) -> ClientConnection {
+    let mut roots = RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(p521_pem("ca").as_bytes()).unwrap()).unwrap();
+    let builder = ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[version])
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match client {
+        Some(name) => {
+            let chain = vec![CertificateDer::from_pem_slice(p521_pem(name).as_bytes()).unwrap()];
+            let key = PrivateKeyDer::from_pem_slice(p521_pem(&format!("{name} key")).as_bytes()).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut client = ClientConnection::new(Arc::new(config), "localhost".try_into().unwrap()).unwrap();
+    client.set_buffer_limit(None);
+    client
+}
+
+fn p521_server(auth: ClientAuth, protocols: &[String]) -> Arc<rustls::ServerConfig> {
+    server_config(&ServerSettings {
+        cert_chain_pem: p521_pem("server").as_bytes(),
+        key_pem: p521_pem("server key").as_bytes(),
+        client_ca_pem: Some(p521_pem("ca").as_bytes()),
+        client_auth: auth,
+        protocols,
+        cipher_suites: &[],
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_p521_server_key_and_client_certificates_of_a_p521_ca_handshake_on_both_versions() {
+    let config = p521_server(ClientAuth::Required, &all());
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        // a P-521 client key signs CertificateVerify; a P-256 one (its certificate signed by the P-521 CA with SHA-512)
+        for name in ["p521 client", "p256 client"] {
+            let mut server = ServerSession::new(config.clone()).unwrap();
+            let mut client = p521_client(klog_core::tls_p521::ring_with_p521(), Some(name), version);
+            handshake(&mut server, &mut client).unwrap_or_else(|e| panic!("{name} {version:?}: {e}"));
+            let chain = server.peer_certificates();
+            assert_eq!(chain, vec![CertificateDer::from_pem_slice(p521_pem(name).as_bytes()).unwrap().as_ref()]);
+            // the server signed with its P-521 key, the client verified it: data flows both ways
+            client.writer().write_all(b"ping").unwrap();
+            let mut plaintext = Vec::new();
+            server.receive(&client_out(&mut client), &mut plaintext).unwrap();
+            assert_eq!(plaintext, b"ping");
+            let mut out = Vec::new();
+            server.send(b"pong", &mut out).unwrap();
+            assert_eq!(client_reads(&mut client, &out), b"pong");
+        }
+    }
+}
+
+#[test]
+fn ring_alone_refuses_the_certificates_the_p521_algorithms_verify() {
+    // rustls's client certificate verifier on the P-521 CA, with ring's provider and with klog's: only klog's
+    // verifies the P-521 CA's signatures (SHA-384 on the P-521 client's certificate, SHA-512 on the P-256 one's)
+    use rustls::pki_types::UnixTime;
+    use rustls::server::WebPkiClientVerifier;
+    let mut roots = RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(p521_pem("ca").as_bytes()).unwrap()).unwrap();
+    let roots = Arc::new(roots);
+    let verifier = |provider| WebPkiClientVerifier::builder_with_provider(roots.clone(), Arc::new(provider)).build().unwrap();
+    let ring = verifier(rustls::crypto::ring::default_provider());
+    let klog = verifier(klog_core::tls_p521::ring_with_p521());
+    for name in ["p521 client", "p256 client"] {
+        let cert = CertificateDer::from_pem_slice(p521_pem(name).as_bytes()).unwrap();
+        let refused = ring.verify_client_cert(&cert, &[], UnixTime::now()).err().expect(name);
+        assert!(format!("{refused:?}").contains("UnsupportedSignatureAlgorithm"), "{name}: {refused:?}");
+        klog.verify_client_cert(&cert, &[], UnixTime::now()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    assert!(!ring.supported_verify_schemes().contains(&rustls::SignatureScheme::ECDSA_NISTP521_SHA512));
+    assert!(klog.supported_verify_schemes().contains(&rustls::SignatureScheme::ECDSA_NISTP521_SHA512));
+}
+
+#[test]
+fn a_client_certificate_the_p521_ca_did_not_sign_is_refused() {
+    // a P-256 CA's client (pki()) on the P-521 CA's listener: refused, and the client told
+    let config = p521_server(ClientAuth::Required, &all());
+    let other = pki();
+    let mut server = ServerSession::new(config).unwrap();
+    let mut roots = RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(p521_pem("ca").as_bytes()).unwrap()).unwrap();
+    let chain = vec![CertificateDer::from_pem_slice(other.client_chain_pem.as_bytes()).unwrap()];
+    let key = PrivateKeyDer::from_pem_slice(other.client_key_pem.as_bytes()).unwrap();
+    let config = ClientConfig::builder_with_provider(Arc::new(klog_core::tls_p521::ring_with_p521()))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .unwrap();
+    let mut client = ClientConnection::new(Arc::new(config), "localhost".try_into().unwrap()).unwrap();
+    match handshake(&mut server, &mut client) {
+        Err(TlsError::Protocol(message)) => assert!(message.contains("certificate"), "{message}"),
+        other => panic!("a client of another CA was served: {other:?}"),
+    }
+}
+
+#[test]
+fn a_p521_key_that_does_not_serve_its_certificate_is_a_config_error() {
+    let mismatched = ServerSettings {
+        cert_chain_pem: p521_pem("server").as_bytes(),
+        key_pem: p521_pem("p521 client key").as_bytes(),
+        client_ca_pem: None,
+        client_auth: ClientAuth::None,
+        protocols: &[],
+        cipher_suites: &[],
+    };
+    let err = server_config(&mismatched).err().unwrap();
+    assert!(matches!(err, TlsError::Config(_)) && err.to_string().contains("does not serve"), "{err}");
+}
