@@ -136,3 +136,41 @@ def test_the_java_clients_with_a_p521_pem_keystore(server, pki, tmp_path):
                                  libs=libs)
     assert value in consumed.stdout.splitlines(), consumed.stderr[-2000:]
     _served_natively(server[1])
+
+
+@pytest.fixture(scope="module")
+def sha512_pki(tmp_path_factory):
+    """A P-256 CA and a P-384 CA that sign with SHA-512 (ecdsa-with-SHA512: ring verifies ECDSA with SHA-256/384
+    only), one truststore holding both, the broker's certificate and a client of each."""
+    root = tmp_path_factory.mktemp("sha512-pki")
+    p256 = CertificateAuthority(root / "p256", "P-256 SHA-512 CA", curve=ec.SECP256R1(), digest=hashes.SHA512())
+    p384 = CertificateAuthority(root / "p384", "P-384 SHA-512 CA", curve=ec.SECP384R1(), digest=hashes.SHA512())
+    both = root / "both-cas.pem"
+    both.write_text(p256.pem + p384.pem)
+    return {"ca": p256, "truststore": str(both), "broker": p256.issue("broker"),
+            "p256-client": p256.issue("p256client"), "p384-client": p384.issue("p384client", curve=ec.SECP384R1())}
+
+
+@pytest.fixture(scope="module", params=["klog", "kafka"])
+def sha512_server(request, tmp_path_factory, sha512_pki):
+    """(SSL listener address, the klog process or None) of an mTLS listener trusting the two SHA-512 CAs."""
+    ssl_port = free_port()
+    props = {"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL", "node.id": 1,
+             "listener.name.ssl.ssl.keystore.type": "PEM",
+             "listener.name.ssl.ssl.keystore.location": sha512_pki["broker"].keystore_file,
+             "listener.name.ssl.ssl.truststore.type": "PEM",
+             "listener.name.ssl.ssl.truststore.location": sha512_pki["truststore"],
+             "listener.name.ssl.ssl.client.auth": "required"}
+    with one_broker_node(request.param, tmp_path_factory.mktemp(f"sha512-{request.param}"), props,
+                         extra_listeners=[f"SSL://127.0.0.1:{ssl_port}"]) as (_bootstrap, node):
+        yield ("127.0.0.1", ssl_port), node
+
+
+@pytest.mark.parametrize("client", ["p256-client", "p384-client"])
+def test_client_certificates_signed_with_ecdsa_sha512_on_p256_and_p384_are_admitted(sha512_server, sha512_pki,
+                                                                                    client):
+    from klog.testing.tls_probe import admits
+
+    address, node = sha512_server
+    assert admits(address, sha512_pki["ca"].ca_file, sha512_pki[client])
+    _served_natively(node)

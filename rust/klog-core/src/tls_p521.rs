@@ -8,6 +8,9 @@
 //!   schemes that name them, so a CertificateRequest offers `ecdsa_secp521r1_sha512`), and a key provider that loads
 //!   a P-521 private key (PKCS#8 or SEC1) ring refuses, signing with `ecdsa_secp521r1_sha512`.
 //!
+//! - [`ECDSA_P256_SHA512`], [`ECDSA_P384_SHA512`]: ecdsa-with-SHA512 on P-256 and P-384 keys (a CA may sign with
+//!   it; ring verifies those curves with SHA-256 and SHA-384 only), RustCrypto's `p256` and `p384`.
+//!
 //! Ed448 and DSA keys stay unserved (klog/security/tls.py sends listeners with them to Python's ssl module).
 
 use std::fmt;
@@ -94,17 +97,77 @@ pub static ECDSA_P521_SHA384: &dyn SignatureVerificationAlgorithm = &EcdsaP521 {
 /// ECDSA on a P-521 key with SHA-512 (TLS 1.3's `ecdsa_secp521r1_sha512`).
 pub static ECDSA_P521_SHA512: &dyn SignatureVerificationAlgorithm = &EcdsaP521 { hash: Hash::Sha512 };
 
+/// The curve of an ECDSA key that ring verifies, but not with SHA-512.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SmallCurve {
+    P256,
+    P384,
+}
+
+/// ECDSA with SHA-512 on a P-256 or P-384 key (a CA's ecdsa-with-SHA512, which Java's JSSE verifies and ring does
+/// not). The digest is longer than the curve's order: ECDSA takes its leftmost bits, as the `ecdsa` crate does.
+pub struct EcdsaSha512 {
+    curve: SmallCurve,
+}
+
+impl fmt::Debug for EcdsaSha512 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ECDSA_{:?}_SHA512", self.curve)
+    }
+}
+
+impl SignatureVerificationAlgorithm for EcdsaSha512 {
+    fn verify_signature(&self, public_key: &[u8], message: &[u8], signature: &[u8]) -> Result<(), InvalidSignature> {
+        let digest = Sha512::digest(message);
+        let ok = match self.curve {
+            SmallCurve::P256 => {
+                let key = p256::ecdsa::VerifyingKey::from_sec1_bytes(public_key).map_err(|_| InvalidSignature)?;
+                let signature = p256::ecdsa::Signature::from_der(signature).map_err(|_| InvalidSignature)?;
+                key.verify_prehash(&digest, &signature).is_ok()
+            }
+            SmallCurve::P384 => {
+                let key = p384::ecdsa::VerifyingKey::from_sec1_bytes(public_key).map_err(|_| InvalidSignature)?;
+                let signature = p384::ecdsa::Signature::from_der(signature).map_err(|_| InvalidSignature)?;
+                key.verify_prehash(&digest, &signature).is_ok()
+            }
+        };
+        ok.then_some(()).ok_or(InvalidSignature)
+    }
+
+    fn public_key_alg_id(&self) -> AlgorithmIdentifier {
+        match self.curve {
+            SmallCurve::P256 => alg_id::ECDSA_P256,
+            SmallCurve::P384 => alg_id::ECDSA_P384,
+        }
+    }
+
+    fn signature_alg_id(&self) -> AlgorithmIdentifier {
+        alg_id::ECDSA_SHA512
+    }
+}
+
+/// ECDSA on a P-256 key with SHA-512.
+pub static ECDSA_P256_SHA512: &dyn SignatureVerificationAlgorithm = &EcdsaSha512 { curve: SmallCurve::P256 };
+/// ECDSA on a P-384 key with SHA-512.
+pub static ECDSA_P384_SHA512: &dyn SignatureVerificationAlgorithm = &EcdsaSha512 { curve: SmallCurve::P384 };
+
 /// ring's verification algorithms with P-521's added: to `all` (certificate chains) and to the signature schemes'
 /// mapping. `ecdsa_secp521r1_sha512` is offered after ring's ECDSA schemes, mapped to P-521 with SHA-512 first (the
 /// one TLS 1.3 uses); in TLS 1.2 an ECDSA scheme names the hash only, so P-521 keys also verify under
 /// `ecdsa_secp256r1_sha256` and `ecdsa_secp384r1_sha384`, after ring's curves, as ring maps P-256 and P-384 alike.
+/// What `ecdsa_secp521r1_sha512` verifies with: P-521 first (TLS 1.3 binds the scheme to it); in TLS 1.2 the scheme
+/// names the hash only, so a P-256 or P-384 key signing with SHA-512 verifies under it too.
+fn sha512_schemes() -> &'static [&'static dyn SignatureVerificationAlgorithm] {
+    Vec::leak(vec![ECDSA_P521_SHA512, ECDSA_P256_SHA512, ECDSA_P384_SHA512])
+}
+
 fn algorithms() -> WebPkiSupportedAlgorithms {
     static ALGORITHMS: OnceLock<WebPkiSupportedAlgorithms> = OnceLock::new();
     *ALGORITHMS.get_or_init(|| {
         let ring = ring::default_provider().signature_verification_algorithms;
         let leak = |algs: Vec<&'static dyn SignatureVerificationAlgorithm>| -> &'static [_] { Vec::leak(algs) };
         let mut all = ring.all.to_vec();
-        all.extend([ECDSA_P521_SHA256, ECDSA_P521_SHA384, ECDSA_P521_SHA512]);
+        all.extend([ECDSA_P521_SHA256, ECDSA_P521_SHA384, ECDSA_P521_SHA512, ECDSA_P256_SHA512, ECDSA_P384_SHA512]);
         let mut mapping = Vec::with_capacity(ring.mapping.len() + 1);
         for &(scheme, algs) in ring.mapping {
             let extra = match scheme {
@@ -117,11 +180,11 @@ fn algorithms() -> WebPkiSupportedAlgorithms {
                 None => mapping.push((scheme, algs)),
             }
             if scheme == SignatureScheme::ECDSA_NISTP256_SHA256 {
-                mapping.push((SignatureScheme::ECDSA_NISTP521_SHA512, leak(vec![ECDSA_P521_SHA512])));
+                mapping.push((SignatureScheme::ECDSA_NISTP521_SHA512, sha512_schemes()));
             }
         }
         if !mapping.iter().any(|(scheme, _)| *scheme == SignatureScheme::ECDSA_NISTP521_SHA512) {
-            mapping.push((SignatureScheme::ECDSA_NISTP521_SHA512, leak(vec![ECDSA_P521_SHA512])));
+            mapping.push((SignatureScheme::ECDSA_NISTP521_SHA512, sha512_schemes()));
         }
         WebPkiSupportedAlgorithms { all: leak(all), mapping: Vec::leak(mapping) }
     })
@@ -281,6 +344,41 @@ mod tests {
     }
 
     #[test]
+    fn sha512_on_p256_and_p384_verifies_those_curves_signatures_only() {
+        let message = b"a certificate's tbs";
+        let p256_key = p256::ecdsa::SigningKey::random(&mut OsRng);
+        let p256_point = p256_key.verifying_key().to_encoded_point(false).as_bytes().to_vec();
+        let p256_sig: p256::ecdsa::Signature =
+            p256_key.sign_prehash_with_rng(&mut OsRng, &Sha512::digest(message)).unwrap();
+        let p384_key = p384::ecdsa::SigningKey::random(&mut OsRng);
+        let p384_point = p384_key.verifying_key().to_encoded_point(false).as_bytes().to_vec();
+        let p384_sig: p384::ecdsa::Signature =
+            p384_key.sign_prehash_with_rng(&mut OsRng, &Sha512::digest(message)).unwrap();
+        let (p256_der, p384_der) = (p256_sig.to_der().as_bytes().to_vec(), p384_sig.to_der().as_bytes().to_vec());
+
+        assert!(ECDSA_P256_SHA512.verify_signature(&p256_point, message, &p256_der).is_ok());
+        assert!(ECDSA_P384_SHA512.verify_signature(&p384_point, message, &p384_der).is_ok());
+        assert!(ECDSA_P256_SHA512.verify_signature(&p256_point, b"another tbs", &p256_der).is_err());
+        assert!(ECDSA_P384_SHA512.verify_signature(&p384_point, b"another tbs", &p384_der).is_err());
+        // a key of the other curve, a signature of the other curve, garbage: invalid, no panic
+        assert!(ECDSA_P256_SHA512.verify_signature(&p384_point, message, &p384_der).is_err());
+        assert!(ECDSA_P384_SHA512.verify_signature(&p256_point, message, &p256_der).is_err());
+        for bad in [&[][..], &[0x30, 0x00][..], &[0xff; 200][..]] {
+            assert!(ECDSA_P256_SHA512.verify_signature(&p256_point, message, bad).is_err());
+            assert!(ECDSA_P384_SHA512.verify_signature(bad, message, &p384_der).is_err());
+        }
+        // ring's own SHA-256 algorithm does not take the SHA-512 signature
+        let ring_p256 = ring::default_provider().signature_verification_algorithms.all.iter()
+            .find(|a| a.public_key_alg_id() == alg_id::ECDSA_P256 && a.signature_alg_id() == alg_id::ECDSA_SHA256)
+            .copied()
+            .unwrap();
+        assert!(ring_p256.verify_signature(&p256_point, message, &p256_der).is_err());
+        assert_eq!(ECDSA_P256_SHA512.public_key_alg_id(), alg_id::ECDSA_P256);
+        assert_eq!(ECDSA_P384_SHA512.public_key_alg_id(), alg_id::ECDSA_P384);
+        assert_eq!(ECDSA_P384_SHA512.signature_alg_id(), alg_id::ECDSA_SHA512);
+    }
+
+    #[test]
     fn malformed_keys_and_signatures_are_invalid_not_panics() {
         let (secret, point) = key();
         let signature = sign(&secret, Hash::Sha512, b"m");
@@ -339,6 +437,6 @@ mod tests {
         // TLS 1.3 uses the first algorithm of a scheme: still ring's curve
         assert_eq!(first(SignatureScheme::ECDSA_NISTP256_SHA256)[0].public_key_alg_id(), alg_id::ECDSA_P256);
         assert_eq!(first(SignatureScheme::ECDSA_NISTP384_SHA384)[0].public_key_alg_id(), alg_id::ECDSA_P384);
-        assert_eq!(algs.all.len(), ring::default_provider().signature_verification_algorithms.all.len() + 3);
+        assert_eq!(algs.all.len(), ring::default_provider().signature_verification_algorithms.all.len() + 5);
     }
 }
