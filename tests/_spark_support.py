@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -56,3 +57,14 @@ def create_topic(bootstrap: str, topic: str, partitions: int, config: Mapping[st
             return
         time.sleep(0.1)
     raise TimeoutError(f"topic {topic} has no leaders after 30 s")
+
+
+def spark_kafka_jars() -> list[str]:
+    """Spark's own Kafka connector for the installed pyspark (tools/spark/fetch-spark-kafka.sh), or [] when Maven
+    Central lacks it."""
+    try:
+        out = subprocess.run(["bash", str(REPO / "tools/spark/fetch-spark-kafka.sh"), sys.executable],
+                             capture_output=True, text=True, timeout=300, check=True).stdout.strip()
+    except (subprocess.SubprocessError, OSError):
+        return []
+    return sorted(str(p) for p in Path(out).glob("*.jar"))

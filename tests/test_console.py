@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,13 +20,13 @@ from typing import Any
 import pytest
 
 from browser_support import save_screenshot
+from console_support import ConsoleProcess
 
 from klog.console.history import History, Rates
 from klog.console.render import MAX_SHOWN_BYTES, format_bytes, line_chart, sparkline
 from klog.console.server import BadRequest, format_timestamp, parse_timestamp
 from klog.testing.process import BrokerProcess
 
-_CONSOLE_URL_RE = re.compile(r"on (http://[^\s]+) \(Ctrl-C")
 _METRICS_RE = re.compile(r"metrics on (http://\S+/metrics)")
 
 
@@ -146,42 +145,12 @@ def test_console_says_when_the_cluster_cannot_be_reached(tmp_path: Path) -> None
 
 # ---- end to end in a real browser -------------------------------------------------------------------------
 
-class ConsoleProcess:
-    """``klog console`` on a free port; stopped with SIGTERM."""
-
-    def __init__(self, bootstrap: str, metrics_url: str | None) -> None:
-        cmd = [*klog_console_command(), "--bootstrap-server", bootstrap, "--port", "0",
-               "--sample-interval", "1"]
-        if metrics_url:
-            cmd += ["--metrics-url", metrics_url]
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        self._found = threading.Event()
-        self.url = ""
-        threading.Thread(target=self._read, daemon=True).start()
-        if not self._found.wait(60):
-            self.stop()
-            raise AssertionError("console did not start:\n" + "\n".join(self.lines))
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip())
-            match = _CONSOLE_URL_RE.search(line)
-            if match and not self._found.is_set():
-                self.url = match.group(1)
-                self._found.set()
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode
+def console_process(bootstrap: str, metrics_url: str | None) -> ConsoleProcess:
+    """``klog console`` on a free port (with ``--metrics-url`` when given); stopped with SIGTERM."""
+    cmd = [*klog_console_command(), "--bootstrap-server", bootstrap, "--port", "0", "--sample-interval", "1"]
+    if metrics_url:
+        cmd += ["--metrics-url", metrics_url]
+    return ConsoleProcess(cmd)
 
 
 def _shoot(page: Any, name: str, tmp_path: Path) -> None:
@@ -215,7 +184,7 @@ def _exercise_console(browser: Any, bootstrap: str, metrics_url: str | None, tmp
     futures["orders"].result(30)
     cluster_id = admin.list_topics(timeout=10).cluster_id
     base_ts = int(time.time() * 1000) - 200_000
-    console = ConsoleProcess(bootstrap, metrics_url)
+    console = console_process(bootstrap, metrics_url)
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap, "group.id": "billing", "client.id": "billing-app",
         "auto.offset.reset": "earliest", "enable.auto.commit": False})
@@ -384,7 +353,7 @@ def _exercise_consumer_protocol_group(browser: Any, bootstrap: str) -> None:
     producer.close()
     consumer = klog.Consumer("events", bootstrap_servers=bootstrap, group_id="kip848", client_id="new-protocol-app",
                              auto_offset_reset="earliest", **{"group.protocol": "consumer"})
-    console = ConsoleProcess(bootstrap, None)
+    console = console_process(bootstrap, None)
     page = browser.new_page()
     try:
         got = 0
@@ -436,7 +405,7 @@ def _exercise_share_group(browser: Any, bootstrap: str, metrics_url: str | None)
         for i in range(10):
             producer.send("jobs", value=b"job-%d" % i)
         producer.flush()
-    console = ConsoleProcess(bootstrap, metrics_url)
+    console = console_process(bootstrap, metrics_url)
     worker = klog.ShareConsumer("jobs", bootstrap_servers=bootstrap, group_id=group, client_id="worker-a",
                                 acknowledgement_mode="explicit")
     idle = None
@@ -550,7 +519,7 @@ def _exercise_actions(browser: Any, bootstrap: str, tmp_path: Path, screenshots:
     import klog
     from klog.client import ConfigResource, TopicPartition
 
-    console = ConsoleProcess(bootstrap, None)
+    console = console_process(bootstrap, None)
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     admin = klog.AdminClient(bootstrap)
     member = None

@@ -25,9 +25,7 @@ from __future__ import annotations
 import http.client
 import re
 import ssl
-import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 import uuid
@@ -37,6 +35,7 @@ from typing import Any
 import pytest
 
 from browser_support import save_screenshot
+from console_support import ConsoleProcess
 
 from klog.client.admin import AclBinding, AdminClient, UserScramCredentialUpsertion
 from klog.client.errors import KafkaError
@@ -66,7 +65,6 @@ PROPERTIES = {
 PASSWORDS = {"admin": "admin-Secret-42", "alice": "alice-Secret-42"}
 MECHANISM = "SCRAM-SHA-256"
 PUBLIC, SECRET = "public-orders", "secret-payroll"
-_CONSOLE_URL_RE = re.compile(r"on (https?://[^\s]+) \(Ctrl-C")
 
 
 # ---- pure parts --------------------------------------------------------------------------------------------
@@ -121,40 +119,10 @@ def test_sessions_expire_when_idle_or_old_are_bounded_and_close_their_clients() 
 
 # ---- the console against a secured broker --------------------------------------------------------------------
 
-class ConsoleProcess:
-    """``klog console`` on a free port with extra options; stopped with SIGTERM."""
-
-    def __init__(self, bootstrap: str, config: Path, *extra: str) -> None:
-        cmd = [sys.executable, "-m", "klog.console", "--bootstrap-server", bootstrap, "--port", "0",
-               "--sample-interval", "1", "--command-config", str(config), *extra]
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        self._found = threading.Event()
-        self.url = ""
-        threading.Thread(target=self._read, daemon=True).start()
-        if not self._found.wait(60):
-            self.stop()
-            raise AssertionError("console did not start:\n" + "\n".join(self.lines))
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip())
-            match = _CONSOLE_URL_RE.search(line)
-            if match and not self._found.is_set():
-                self.url = match.group(1)
-                self._found.set()
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode
+def console_process(bootstrap: str, config: Path, *extra: str) -> ConsoleProcess:
+    """``klog console`` on a free port with the client ``config`` and extra options; stopped with SIGTERM."""
+    return ConsoleProcess([sys.executable, "-m", "klog.console", "--bootstrap-server", bootstrap, "--port", "0",
+                           "--sample-interval", "1", "--command-config", str(config), *extra])
 
 
 def _scram_admin(sasl: str, user: str) -> AdminClient:
@@ -204,7 +172,7 @@ def secured(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
             _wait_logs_in(sasl, user)
         config = root / "console.properties"
         config.write_text("security.protocol=SASL_PLAINTEXT\ndefault.api.timeout.ms=15000\n")
-        console = ConsoleProcess(sasl, config)
+        console = console_process(sasl, config)
         try:
             yield sasl, console, config, f"127.0.0.1:{ssl_port}"
         finally:
@@ -524,7 +492,7 @@ def test_logout_ends_the_session_and_the_old_cookie_no_longer_works(secured: Any
 
 def test_an_idle_session_expires_to_the_login_page(secured: Any) -> None:
     sasl, _, config, _ = secured
-    console = ConsoleProcess(sasl, config, "--session-idle-timeout", "2")
+    console = console_process(sasl, config, "--session-idle-timeout", "2")
     try:
         cookie = _http_log_in(console.url, "admin")
         assert _request(console.url, "GET", "/", cookie=cookie).status == 200
@@ -544,7 +512,7 @@ def test_login_over_sasl_ssl_with_the_console_served_over_https(secured: Any, pk
     config = tmp_path / "console-ssl.properties"
     config.write_text(f"security.protocol=SASL_SSL\nssl.ca.location={pki['ca'].ca_file}\n"
                       "sasl.mechanism=SCRAM-SHA-256\ndefault.api.timeout.ms=15000\n")
-    console = ConsoleProcess(sasl_ssl, config, "--https-cert", pki["console"].cert_file,
+    console = console_process(sasl_ssl, config, "--https-cert", pki["console"].cert_file,
                              "--https-key", pki["console"].key_file)
     try:
         assert console.url.startswith("https://")

@@ -12,13 +12,12 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from _spark_support import REPO, create_topic, spark_session
+from _spark_support import create_topic, spark_kafka_jars, spark_session
 from klog.spark.source import _HAS_ADMISSION_CONTROL
 from klog.testing.kafka import apache_kafka
 from klog.testing.process import BrokerProcess
@@ -33,18 +32,6 @@ PARTITIONS = 3
 PER_PARTITION = [2500, 1700, 3100]
 # recent (an hour ago): the broker keeps 7 days, older records would be deleted by retention
 BASE_TS = int(time.time() * 1000) - 3_600_000
-
-
-def _spark_kafka_jars() -> list[str]:
-    """Spark's own Kafka connector for the installed pyspark, or [] when Maven Central lacks it."""
-    try:
-        out = subprocess.run(
-            ["bash", str(REPO / "tools/spark/fetch-spark-kafka.sh"), __import__("sys").executable],
-            capture_output=True, text=True, timeout=300, check=True,
-        ).stdout.strip()
-    except (subprocess.SubprocessError, OSError):
-        return []
-    return sorted(str(p) for p in Path(out).glob("*.jar"))
 
 
 class Broker:
@@ -86,7 +73,7 @@ def kafka(request):
 
 @pytest.fixture(scope="module")
 def kafka_jars() -> list[str]:
-    return _spark_kafka_jars()
+    return spark_kafka_jars()
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,7 @@ failing the read with the cluster's authentication error. Real Spark (local), on
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +23,7 @@ from confluent_kafka.admin import (  # noqa: E402
     UserScramCredentialUpsertion,
 )
 
-from _spark_support import REPO, create_topic, spark_session  # noqa: E402
+from _spark_support import create_topic, spark_kafka_jars, spark_session  # noqa: E402
 from klog.testing.certs import CertificateAuthority  # noqa: E402
 from klog.testing.kafka import free_port, one_broker  # noqa: E402
 
@@ -64,19 +61,9 @@ def cluster(request, tmp_path_factory, pki):
         yield plaintext, f"127.0.0.1:{sasl_port}"
 
 
-def _spark_kafka_jars() -> list[str]:
-    """Spark's own Kafka connector for the installed pyspark (tools/spark/fetch-spark-kafka.sh), or []."""
-    try:
-        out = subprocess.run(["bash", str(REPO / "tools/spark/fetch-spark-kafka.sh"), sys.executable],
-                             capture_output=True, text=True, timeout=300, check=True).stdout.strip()
-    except (subprocess.SubprocessError, OSError):
-        return []
-    return sorted(str(p) for p in Path(out).glob("*.jar"))
-
-
 @pytest.fixture(scope="module")
 def kafka_jars() -> list[str]:
-    return _spark_kafka_jars()
+    return spark_kafka_jars()
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +91,13 @@ def _expected() -> set[tuple[str, str]]:
     return {(f"k{i}", f"value-{i}") for i in range(ROWS)}
 
 
+def _write_rows(spark, sasl: str, topic: str, pki) -> None:
+    """ROWS (key, value) rows written to ``topic`` with klog's sink over SASL_SSL."""
+    rows = [(f"k{i}", f"value-{i}") for i in range(ROWS)]
+    _with(spark.createDataFrame(rows, "key string, value string").write.mode("append").format("klog")
+          .option("kafka.bootstrap.servers", sasl).option("topic", topic), _security(pki)).save()
+
+
 def _read_rows(spark, fmt: str, sasl: str, topic: str, options: dict[str, str]) -> set[tuple[str, str]]:
     df = _with(spark.read.format(fmt).option("kafka.bootstrap.servers", sasl).option("subscribe", topic)
                .option("startingOffsets", "earliest").option("endingOffsets", "latest"), options).load()
@@ -115,9 +109,7 @@ def test_sink_writes_and_source_reads_back_over_sasl_ssl_with_kafka_prefixed_opt
     plaintext, sasl = cluster
     topic = f"spark-sasl-{uuid.uuid4().hex[:6]}"
     create_topic(plaintext, topic, 3)
-    rows = [(f"k{i}", f"value-{i}") for i in range(ROWS)]
-    _with(spark.createDataFrame(rows, "key string, value string").write.mode("append").format("klog")
-          .option("kafka.bootstrap.servers", sasl).option("topic", topic), _security(pki)).save()
+    _write_rows(spark, sasl, topic, pki)
     assert _read_rows(spark, "klog", sasl, topic, _security(pki)) == _expected()
 
     # what the sink wrote, read by a SASL_SSL client that is not Spark
@@ -143,9 +135,7 @@ def test_spark_own_kafka_source_reads_what_the_sink_wrote_with_the_same_options(
     plaintext, sasl = cluster
     topic = f"spark-sasl-own-{uuid.uuid4().hex[:6]}"
     create_topic(plaintext, topic, 2)
-    rows = [(f"k{i}", f"value-{i}") for i in range(ROWS)]
-    _with(spark.createDataFrame(rows, "key string, value string").write.mode("append").format("klog")
-          .option("kafka.bootstrap.servers", sasl).option("topic", topic), _security(pki)).save()
+    _write_rows(spark, sasl, topic, pki)
     assert _read_rows(spark, "kafka", sasl, topic, _security(pki)) == _expected()
 
 
@@ -154,9 +144,7 @@ def test_streaming_query_copies_a_topic_over_sasl_ssl(spark, cluster, pki, tmp_p
     source, copy = (f"spark-sasl-{name}-{uuid.uuid4().hex[:6]}" for name in ("in", "copy"))
     create_topic(plaintext, source, 2)
     create_topic(plaintext, copy, 2)
-    rows = [(f"k{i}", f"value-{i}") for i in range(ROWS)]
-    _with(spark.createDataFrame(rows, "key string, value string").write.mode("append").format("klog")
-          .option("kafka.bootstrap.servers", sasl).option("topic", source), _security(pki)).save()
+    _write_rows(spark, sasl, source, pki)
     stream = _with(spark.readStream.format("klog").option("kafka.bootstrap.servers", sasl)
                    .option("subscribe", source).option("startingOffsets", "earliest"), _security(pki)).load()
     query = _with(stream.selectExpr("key", "value").writeStream.format("klog")
