@@ -541,3 +541,43 @@ def test_login_over_sasl_ssl_with_the_console_served_over_https(secured: Any, pk
         assert out.status == 303
     finally:
         assert console.stop() == 0
+
+
+def test_reset_offsets_is_offered_only_to_a_user_with_read_on_the_group(secured: Any, headless_chromium: Any) -> None:
+    """DescribeGroups' authorized operations decide: with Describe on the group alone, alice sees the group and its
+    offsets but no reset form (it needs Read); once an ACL gives her Read, the form is there."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    sasl, console, _, _ = secured
+    group = f"console-group-{uuid.uuid4().hex[:6]}"
+    committer = Consumer({"bootstrap.servers": sasl, "security.protocol": "SASL_PLAINTEXT",
+                          "sasl.mechanism": MECHANISM, "sasl.username": "admin", "sasl.password": PASSWORDS["admin"],
+                          "group.id": group, "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[TopicPartition(PUBLIC, 0, 0)], asynchronous=False)
+    finally:
+        committer.close()
+    describe = AclBinding("group", group, "User:alice", "describe")
+    read = AclBinding("group", group, "User:alice", "read")
+    with _scram_admin(sasl, "admin") as admin:
+        admin.create_acls([describe])
+    context = headless_chromium.new_context()
+    page = context.new_page()
+    try:
+        _log_in(page, console.url, "alice", PASSWORDS["alice"])
+        page.goto(f"{console.url}/groups/{group}")
+        assert page.locator("#reset-offsets-form").count() == 0
+        assert "needs Read on the group" in page.inner_text("#no-actions")
+        with _scram_admin(sasl, "admin") as admin:
+            admin.create_acls([read])
+        deadline = time.monotonic() + 15   # the ACL reaches the group's coordinator
+        while page.locator("#reset-offsets-form").count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            page.goto(f"{console.url}/groups/{group}")
+        assert page.locator("#reset-offsets-form").count() == 1
+    finally:
+        context.close()
+        with _scram_admin(sasl, "admin") as admin:
+            from klog.client.admin import AclBindingFilter
+
+            admin.delete_acls([AclBindingFilter("group", group)])

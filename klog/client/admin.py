@@ -153,6 +153,9 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...]
+    #: the operations the caller may do on the group (lower-case AclOperation names, e.g. ``"read"``), when asked
+    #: for (``include_authorized_operations=True``) and the broker said; else None
+    authorized_operations: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -547,15 +550,18 @@ class AsyncAdminClient:
         _raise_collected(errors, "list_groups")
         return sorted(out.values(), key=lambda g: g.group_id)
 
-    async def describe_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
-                              ) -> dict[str, GroupDescription]:
+    async def describe_groups(self, group_ids: Iterable[str], *, timeout: float | None = None,
+                              include_authorized_operations: bool = False) -> dict[str, GroupDescription]:
+        """Classic groups (DescribeGroups); ``include_authorized_operations``: with what the caller may do on each
+        (:attr:`GroupDescription.authorized_operations`)."""
         timeout = self._t(timeout)
         out: dict[str, GroupDescription] = {}
         errors = []
         for gid in group_ids:
             node = await self._coordinator(gid, timeout)
             r = await self.cluster.request(node, ApiKey.DESCRIBE_GROUPS,
-                                           Struct(groups=[gid], include_authorized_operations=False), timeout=timeout)
+                                           Struct(groups=[gid], include_authorized_operations=include_authorized_operations),
+                                           timeout=timeout)
             for g in r.groups:
                 if g.error_code:
                     errors.append((g.group_id, for_code(g.error_code, getattr(g, "error_message", None))))
@@ -572,23 +578,25 @@ class AsyncAdminClient:
                             pass
                     members.append(MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                                      assignment))
+                ops = (authorized_operations(getattr(g, "authorized_operations", None))
+                       if include_authorized_operations else None)
                 out[g.group_id] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data,
-                                                   tuple(members))
+                                                   tuple(members), ops)
         _raise_collected(errors, "describe_groups")
         return out
 
-    async def describe_consumer_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
-                                       ) -> dict[str, GroupDescription]:
+    async def describe_consumer_groups(self, group_ids: Iterable[str], *, timeout: float | None = None,
+                                       include_authorized_operations: bool = False) -> dict[str, GroupDescription]:
         """KIP-848 (``group.protocol=consumer``) groups, with ConsumerGroupDescribe: state, assignor and each
         member's current assignment. Classic groups answer GROUP_ID_NOT_FOUND here: use describe_groups."""
         return await self._describe_assigned_groups(ApiKey.CONSUMER_GROUP_DESCRIBE, "consumer", group_ids, timeout,
-                                                    "describe_consumer_groups")
+                                                    "describe_consumer_groups", include_authorized_operations)
 
-    async def describe_share_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
-                                    ) -> dict[str, GroupDescription]:
+    async def describe_share_groups(self, group_ids: Iterable[str], *, timeout: float | None = None,
+                                    include_authorized_operations: bool = False) -> dict[str, GroupDescription]:
         """Share groups (KIP-932) with ShareGroupDescribe: state, assignor and each member's assignment."""
         return await self._describe_assigned_groups(ApiKey.SHARE_GROUP_DESCRIBE, "share", group_ids, timeout,
-                                                    "describe_share_groups")
+                                                    "describe_share_groups", include_authorized_operations)
 
     async def describe_streams_groups(self, group_ids: Iterable[str], *, timeout: float | None = None
                                       ) -> dict[str, GroupDescription]:
@@ -619,7 +627,8 @@ class AsyncAdminClient:
         return out
 
     async def _describe_assigned_groups(self, api_key: ApiKey, protocol_type: str, group_ids: Iterable[str],
-                                        timeout: float | None, what: str) -> dict[str, GroupDescription]:
+                                        timeout: float | None, what: str, include_authorized_operations: bool = False
+                                        ) -> dict[str, GroupDescription]:
         """ConsumerGroupDescribe / ShareGroupDescribe (same shape: the coordinator assigns, each member's
         assignment is its topic partitions) for each group at its coordinator."""
         timeout = self._t(timeout)
@@ -627,8 +636,8 @@ class AsyncAdminClient:
         errors = []
         for gid in group_ids:
             node = await self._coordinator(gid, timeout)
-            r = await self.cluster.request(node, api_key, Struct(group_ids=[gid], include_authorized_operations=False),
-                                           timeout=timeout)
+            r = await self.cluster.request(node, api_key, Struct(
+                group_ids=[gid], include_authorized_operations=include_authorized_operations), timeout=timeout)
             for g in r.groups:
                 if g.error_code:
                     errors.append((g.group_id, for_code(g.error_code, g.error_message)))
@@ -638,7 +647,10 @@ class AsyncAdminClient:
                     tuple(TopicPartition(tp.topic_name, p) for tp in sorted(m.assignment.topic_partitions,
                                                                                key=lambda tp: tp.topic_name)
                           for p in sorted(tp.partitions))) for m in g.members)
-                out[g.group_id] = GroupDescription(g.group_id, g.group_state, protocol_type, g.assignor_name, members)
+                ops = (authorized_operations(getattr(g, "authorized_operations", None))
+                       if include_authorized_operations else None)
+                out[g.group_id] = GroupDescription(g.group_id, g.group_state, protocol_type, g.assignor_name, members,
+                                                   ops)
         _raise_collected(errors, what)
         return out
 

@@ -411,15 +411,15 @@ class ClusterView:
 
     def describe_group(self, group_id: str) -> Any:
         """The group's description (klog.client.admin.GroupDescription): classic, KIP-848, streams or share; or
-        None."""
+        None. With what the principal may do on it (its ``authorized_operations``; None for a streams group)."""
         from klog.client.errors import GroupIdNotFoundError, UnsupportedFeatureError
 
         try:
-            return self.admin.describe_groups([group_id]).get(group_id)
+            return self.admin.describe_groups([group_id], include_authorized_operations=True).get(group_id)
         except GroupIdNotFoundError:   # Kafka 4 (KIP-1043): not a classic group; perhaps a consumer-protocol one
             pass
         try:
-            return self.admin.describe_consumer_groups([group_id]).get(group_id)
+            return self.admin.describe_consumer_groups([group_id], include_authorized_operations=True).get(group_id)
         except (GroupIdNotFoundError, UnsupportedFeatureError):
             pass
         try:   # a streams group (KIP-1071)
@@ -427,7 +427,7 @@ class ClusterView:
         except (GroupIdNotFoundError, UnsupportedFeatureError):
             pass
         try:   # a share group (KIP-932)
-            return self.admin.describe_share_groups([group_id]).get(group_id)
+            return self.admin.describe_share_groups([group_id], include_authorized_operations=True).get(group_id)
         except (GroupIdNotFoundError, UnsupportedFeatureError):
             return None
 
@@ -455,6 +455,7 @@ class ClusterView:
                 "in_flight_known": self.metrics is not None,
                 "protocol_type": described.protocol_type if described else "",
                 "protocol": described.protocol if described else "", "members": members, "lag": lag,
+                "operations": described.authorized_operations if described else None,
                 "total_lag": sum(row["lag"] for row in lag if row["lag"] is not None), "lag_series": series}
 
     # ---- sampling -------------------------------------------------------------------------------------
