@@ -14,7 +14,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from klog.console.data import ClusterView
+from klog.console.data import DEFAULT_ENTITY, ClusterView
+from klog.security.scram import MECHANISMS
 
 
 class BadRequest(ValueError):
@@ -246,15 +247,17 @@ def reset_group_offsets(view: ClusterView, group: str, form: dict[str, str]) -> 
 
 # ---- ACLs, SCRAM credentials, client quotas ---------------------------------------------------------------------
 
+#: the choices of the security pages' forms (their templates list these; the planners accept only these)
 ACL_RESOURCE_TYPES = ("topic", "group", "cluster", "transactional_id", "delegation_token", "user")
-ACL_OPERATIONS = ("all", "read", "write", "create", "delete", "alter", "describe", "cluster_action",
-                  "describe_configs", "alter_configs", "idempotent_write", "create_tokens", "describe_tokens")
+ACL_OPERATIONS = ("read", "write", "create", "delete", "alter", "describe", "describe_configs", "alter_configs",
+                  "idempotent_write", "cluster_action", "create_tokens", "describe_tokens", "all")
 ACL_PATTERNS = ("literal", "prefixed")
-SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+SCRAM_MECHANISMS = tuple(name for name, _hash in MECHANISMS.values())
 QUOTA_ENTITY_TYPES = ("user", "client-id")
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
-#: how the pages write the default entity of a quota (None in the protocol)
-DEFAULT_ENTITY = "<default>"
+FORM_CHOICES = {"acl_resource_types": ACL_RESOURCE_TYPES, "acl_operations": ACL_OPERATIONS,
+                "acl_patterns": ACL_PATTERNS, "scram_mechanisms": SCRAM_MECHANISMS,
+                "quota_entity_types": QUOTA_ENTITY_TYPES, "quota_keys": QUOTA_KEYS}
 
 
 def _choice(form: dict[str, str], name: str, choices: tuple[str, ...]) -> str:

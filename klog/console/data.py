@@ -98,6 +98,15 @@ class MetricsSource:
         return self.history.values(("rate", topic, kind))
 
 
+#: how the pages write a quota's default entity (None in the protocol)
+DEFAULT_ENTITY = "<default>"
+
+
+def refused_by_acls(exc: Any) -> bool:
+    """Whether a cluster error is an authorization refusal (TOPIC_/GROUP_/CLUSTER_..._AUTHORIZATION_FAILED)."""
+    return str(exc.name).endswith("AUTHORIZATION_FAILED")
+
+
 class ClusterView:
     """The cluster as the pages show it. Thread-safe (the HTTP server calls it from many threads)."""
 
@@ -244,7 +253,7 @@ class ClusterView:
         try:
             configs = self.admin.describe_configs([ConfigResource("topic", name)])
         except KafkaError as exc:   # DescribeConfigs needs DescribeConfigs on the topic
-            if not exc.name.endswith("AUTHORIZATION_FAILED"):
+            if not refused_by_acls(exc):
                 raise
             configs, configs_refused = {}, exc.name
         entries = next(iter(configs.values()), {})
@@ -268,7 +277,7 @@ class ClusterView:
                 self._log_dirs_supported = False
             except KafkaError as exc:
                 # DescribeLogDirs needs Describe on the cluster: a principal without it sees no sizes, not an error
-                if not exc.name.endswith("AUTHORIZATION_FAILED"):
+                if not refused_by_acls(exc):
                     raise
             else:
                 sizes: dict[tuple[str, int], float] = {}
@@ -306,11 +315,11 @@ class ClusterView:
                 for user, infos in sorted(described.items())]
 
     def quotas(self) -> list[dict[str, Any]]:
-        """Every client quota entity with its quotas (DescribeClientQuotas; defaults shown as ``<default>``)."""
+        """Every client quota entity with its quotas (DescribeClientQuotas; defaults shown as DEFAULT_ENTITY)."""
         described = self.admin.describe_client_quotas(any_named=(), strict=False)
         rows = []
         for entity, values in described.items():
-            rows.append({"entity": [(kind, "<default>" if name is None else name) for kind, name in entity],
+            rows.append({"entity": [(kind, DEFAULT_ENTITY if name is None else name) for kind, name in entity],
                          "quotas": sorted(values.items())})
         return sorted(rows, key=lambda r: r["entity"])
 

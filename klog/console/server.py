@@ -31,7 +31,7 @@ from typing import Any
 
 from klog.console import actions
 from klog.console.actions import BadRequest, int_param
-from klog.console.data import MAX_BROWSE_RECORDS, ClusterView, MetricsSource
+from klog.console.data import MAX_BROWSE_RECORDS, ClusterView, MetricsSource, refused_by_acls
 from klog.console.history import History
 from klog.console.render import FORMATS, human_bytes, line_chart, record_view, sparkline
 from klog.console.sessions import COOKIE_NAME, LOGIN_MECHANISMS, Session, Sessions, TooManySessions
@@ -120,6 +120,7 @@ def _templates() -> Any:
     env.filters["sparkline"] = lambda values, label="": sparkline(values or [], label=label)
     env.filters["quote"] = lambda text: urllib.parse.quote(str(text), safe="")
     env.globals["formats"] = FORMATS
+    env.globals["choices"] = actions.FORM_CHOICES
     return env
 
 
@@ -239,31 +240,24 @@ class ConsoleApp:
                                        "log out elsewhere or wait for a session to end"})
         config = {**self.login.client_config, "sasl.mechanism": mechanism, "sasl.username": username,
                   "sasl.password": password}
+        view: ClusterView | None = None
         try:
             view = ClusterView(self.login.bootstrap_servers, client_config=config, history=self.login.history,
-                               metrics=self.login.metrics)
-        except KafkaError as exc:
-            # Kafka's own error: it does not say whether the user or the password was wrong, and neither do we
-            log.warning("console login of %r with %s refused: %s %s", username, mechanism, exc.name,
-                        exc.message or "")
-            return self._login_page(HTTPStatus.UNAUTHORIZED, next_path=next_path, username=username,
-                                    error={"name": exc.name, "message": exc.message or str(exc)})
-        except ValueError as exc:   # a setting the client refuses
-            return self._login_page(HTTPStatus.BAD_REQUEST, next_path=next_path, username=username,
-                                    error={"name": "", "message": str(exc)})
-        try:
-            view.admin.describe_cluster()   # the login itself happened above; this checks the session answers
+                               metrics=self.login.metrics)   # logs in
+            view.admin.describe_cluster()   # and the session answers
             session = self.login.sessions.open(username, mechanism, view)
-        except TooManySessions as exc:
-            view.close()
-            return self._login_page(HTTPStatus.SERVICE_UNAVAILABLE, next_path=next_path, username=username,
-                                    error={"name": "", "message": str(exc)})
-        except KafkaError as exc:
-            view.close()
-            log.warning("console login of %r with %s failed: %s %s", username, mechanism, exc.name,
-                        exc.message or "")
-            return self._login_page(HTTPStatus.UNAUTHORIZED, next_path=next_path, username=username,
-                                    error={"name": exc.name, "message": exc.message or str(exc)})
+        except (KafkaError, ValueError, TooManySessions) as exc:
+            if view is not None:
+                view.close()
+            if isinstance(exc, KafkaError):
+                # Kafka's own error: it does not say whether the user or the password was wrong, and neither do we
+                log.warning("console login of %r with %s refused: %s %s", username, mechanism, exc.name,
+                            exc.message or "")
+                status, error = HTTPStatus.UNAUTHORIZED, {"name": exc.name, "message": exc.message or str(exc)}
+            else:   # a setting the client refuses, or no room for another session
+                status = HTTPStatus.BAD_REQUEST if isinstance(exc, ValueError) else HTTPStatus.SERVICE_UNAVAILABLE
+                error = {"name": "", "message": str(exc)}
+            return self._login_page(status, next_path=next_path, username=username, error=error)
         return Reply(HTTPStatus.SEE_OTHER, "text/plain", b"", next_path, [self._cookie(session.id)])
 
     # ---- GET ----------------------------------------------------------------------------------------------
@@ -307,23 +301,22 @@ class ConsoleApp:
                 return Reply(*self._api(parts[1:], query))
             return Reply(HTTPStatus.OK, "text/html; charset=utf-8", self._html(parts, query).encode())
         except BadRequest as exc:
-            return Reply(*self._error(HTTPStatus.BAD_REQUEST, str(exc), parts))
+            return self._error(HTTPStatus.BAD_REQUEST, str(exc), parts)
         except NotFound as exc:
-            return Reply(*self._error(HTTPStatus.NOT_FOUND, str(exc), parts))
+            return self._error(HTTPStatus.NOT_FOUND, str(exc), parts)
         except KafkaError as exc:
-            if exc.name.endswith("AUTHORIZATION_FAILED"):
-                return Reply(*self._error(HTTPStatus.FORBIDDEN, f"the cluster refused: {exc.message or exc}",
-                                          parts, exc.name))
-            return Reply(*self._error(HTTPStatus.BAD_GATEWAY, f"the cluster answered: {exc}", parts))
+            if refused_by_acls(exc):
+                return self._error(HTTPStatus.FORBIDDEN, f"the cluster refused: {exc.message or exc}", parts,
+                                   exc.name)
+            return self._error(HTTPStatus.BAD_GATEWAY, f"the cluster answered: {exc}", parts)
         finally:
             self._request.session = None
 
-    def _error(self, status: int, message: str, parts: list[str], error_name: str = ""
-               ) -> tuple[int, str, bytes]:
+    def _error(self, status: int, message: str, parts: list[str], error_name: str = "") -> Reply:
         if parts and parts[0] == "api":
-            return status, "application/json", json.dumps({"error": message}).encode()
-        return status, "text/html; charset=utf-8", self.page("error.html", status=status, message=message,
-                                                              error_name=error_name, section="").encode()
+            return Reply(status, "application/json", json.dumps({"error": message}).encode())
+        return Reply(status, "text/html; charset=utf-8", self.page("error.html", status=status, message=message,
+                                                                    error_name=error_name, section="").encode())
 
     # ---- POST ---------------------------------------------------------------------------------------------
 
@@ -340,7 +333,7 @@ class ConsoleApp:
             if parts == ["login"]:
                 refused = self._refuse_cross_site(form, headers, self.csrf_token)
                 if refused:
-                    return Reply(*self._error(HTTPStatus.FORBIDDEN, refused, parts))
+                    return self._error(HTTPStatus.FORBIDDEN, refused, parts)
                 return self._do_login(form)
             if session is None:
                 gone = [self._cookie("", clear=True)] if had_cookie else []
@@ -350,7 +343,7 @@ class ConsoleApp:
             if parts == ["logout"]:
                 refused = self._refuse_cross_site(form, headers, session.csrf_token)
                 if refused:
-                    return Reply(*self._error(HTTPStatus.FORBIDDEN, refused, parts))
+                    return self._error(HTTPStatus.FORBIDDEN, refused, parts)
                 self.login.sessions.close(session.id)
                 return Reply(HTTPStatus.SEE_OTHER, "text/plain", b"", "/login?out=1",
                              [self._cookie("", clear=True)])
@@ -364,25 +357,25 @@ class ConsoleApp:
 
         refused = self._refuse_cross_site(form, headers, csrf_token)
         if refused:
-            return Reply(*self._error(HTTPStatus.FORBIDDEN, refused, parts))
+            return self._error(HTTPStatus.FORBIDDEN, refused, parts)
         if form.get("pending"):
             # a confirmation of a plan with secret fields: they were kept here, not on the page
             with self._notices_lock:
                 kept = self._pending.pop((csrf_token, form["pending"]), None)
             if kept is None:
-                return Reply(*self._error(HTTPStatus.BAD_REQUEST, "this confirmation has expired: fill the form "
-                                          "again", parts))
+                return self._error(HTTPStatus.BAD_REQUEST, "this confirmation has expired: fill the form again",
+                                   parts)
             form = {**form, **kept}
         try:
             plan = actions.plan(self.view, parts, form)
             if plan is None:
                 raise NotFound(f"no action at /{'/'.join(parts)}")
         except BadRequest as exc:
-            return Reply(*self._error(HTTPStatus.BAD_REQUEST, str(exc), parts))
+            return self._error(HTTPStatus.BAD_REQUEST, str(exc), parts)
         except NotFound as exc:
-            return Reply(*self._error(HTTPStatus.NOT_FOUND, str(exc), parts))
+            return self._error(HTTPStatus.NOT_FOUND, str(exc), parts)
         except KafkaError as exc:
-            return Reply(*self._error(_refusal_status(exc), exc.message or str(exc), parts, exc.name))
+            return self._error(_refusal_status(exc), exc.message or str(exc), parts, exc.name)
         fields = {k: v for k, v in form.items() if k not in ("confirm", "pending", *plan.secret_fields)}
         if form.get("confirm") != "yes":
             if plan.secret_fields:
@@ -527,7 +520,7 @@ def _can(operations: frozenset[str] | None, operation: str) -> bool:
 
 
 def _refusal_status(exc: Any) -> int:
-    return HTTPStatus.FORBIDDEN if str(exc.name).endswith("AUTHORIZATION_FAILED") else HTTPStatus.CONFLICT
+    return HTTPStatus.FORBIDDEN if refused_by_acls(exc) else HTTPStatus.CONFLICT
 
 
 def _local_path(target: str) -> str:
