@@ -126,3 +126,18 @@ def test_consume_is_judged_on_its_geometric_mean_and_on_its_slowest_workload() -
     assert heads["consume MB/s"][0] == pytest.approx((2.0 * 0.8) ** 0.5)
     assert heads["consume MB/s, slowest workload"][0] == pytest.approx(0.8)
     assert heads["consume MB/s, slowest workload"][1].startswith("slowest of 2 workloads (confluent/1024B/16p")
+
+
+def test_cpu_per_gb_is_read_against_the_kernels_floor_measured_in_the_same_run() -> None:
+    data = _data([(10, 20, 0)] * 3)
+    for session in data["sessions"]:
+        session["results"]["produce/java/100B/1p/acks=1"]["cpu_s_per_gb"] = 2.0 if session["broker"] == "kafka" else 0.5
+    name = "produce CPU s/GB at the kernel's floor"
+    assert name not in headline_ratios(Results(data))   # results measured before the floor was
+    data["machine"].update(produce_floor_cpu_s_per_gb=0.25, consume_floor_cpu_s_per_gb=0.1)
+    res = Results(data)
+    # a broker spending only the kernel's 0.25 s/GB would stand at 0.25 / 2.0 of Kafka's 2.0 s/GB
+    assert headline_ratios(res)[name][0] == pytest.approx(0.125)
+    text = "\n".join(limits_analysis(res))
+    assert "0.25 s/GB in this run, 'This machine's limits'): klog spent 2× it per workload, Kafka 8×" in text
+

@@ -99,6 +99,9 @@ def test_machine_limits_are_measured_in_the_same_run(smoke_run: tuple[dict, Path
     data, _ = smoke_run
     for key in ("page_cache_write_gbps", "loopback_tcp_gbps", "sendfile_loopback_gbps", "crc32c_gbps"):
         assert data["machine"][key] > 0.01, key
+    # the kernel's CPU per GB moved: a floor for any broker's, so above zero and below a produce's own cost
+    for key in ("produce_floor_cpu_s_per_gb", "consume_floor_cpu_s_per_gb"):
+        assert 0 < data["machine"][key] < 20, key
 
 
 def test_report_has_ratios_and_charts(smoke_run: tuple[dict, Path]) -> None:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from . import cluster, machine, report, runner
+from .brokers import shared_properties
 from .workloads import matrix, select
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,8 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
         args.workdir.mkdir(parents=True, exist_ok=True)
         runner.log(f"machine limits (scale {scale}) ...")
-        limits = machine.measure(args.workdir, scale=scale if not args.quick else 0.05)
-        runner.log(", ".join(f"{k}={v:.2f}" for k, v in limits.items() if k.endswith("gbps")))
+        # the kernel floors' sockets get the brokers' buffer sizes (socket.send/receive.buffer.bytes, the same)
+        limits = machine.measure(args.workdir, scale=scale if not args.quick else 0.05,
+                                 socket_buffer_bytes=int(shared_properties()["socket.receive.buffer.bytes"]))
+        runner.log(", ".join(f"{k}={v:.2f}" for k, v in limits.items() if k.endswith(("gbps", "per_gb"))))
         klog_extra = dict(kv.split("=", 1) for kv in args.klog_property)
         sessions = []
         for run in range(1, args.runs + 1):

@@ -357,6 +357,15 @@ def headline_ratios(res: Results) -> dict[str, tuple[float | None, str]]:
     for pct, key in (("p50", "p50_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms")):
         summarise(f"end-to-end {pct}", res.ids("e2e"), key, worst=True)
     summarise("CPU s/GB", res.ids("produce") + res.ids("consume"), "cpu_s_per_gb")
+    summarise("produce CPU s/GB", res.ids("produce"), "cpu_s_per_gb")
+    floors = kernel_floor_ratios(res)
+    if floors:
+        heads["produce CPU s/GB at the kernel's floor"] = (
+            _geomean(list(floors.values())),
+            f"the ratio a broker spending only the kernel's CPU on a produce's bytes (this run: "
+            f"{res.data['machine']['produce_floor_cpu_s_per_gb']:.2f} s/GB, 'This machine's limits') would show "
+            f"against Kafka's, geometric mean over the same {len(floors)} workloads: the lowest any broker can "
+            "reach here")
     peak = res.session_ratio({b: res.peak_rss_per_run(b) for b in BROKERS})
     if peak:
         heads["peak RSS"] = (peak.median, "highest peak RSS of a run, per-run ratio, median over runs")
@@ -425,7 +434,34 @@ def _limits(res: Results) -> list[str]:
         ["CRC-32C (klog._native, one core)", f"{m['crc32c_gbps']:.2f} GB/s",
          f"best klog produce: {frac(best_produce, m['crc32c_gbps'])}"],
     ]
+    floor = m.get("produce_floor_cpu_s_per_gb")
+    if floor is not None:   # results from before the floors were measured have neither row
+        lowest = min((res.stat("klog", w, "cpu_s_per_gb").median for w in res.ids("produce")
+                      if res.stat("klog", w, "cpu_s_per_gb")), default=None)
+        rows.append(["a produce's kernel work: recv() from loopback into 1 MiB, write() into the page cache "
+                     "(that process's CPU)", f"{floor:.3f} CPU s/GB",
+                     "n/a" if lowest is None else f"lowest klog produce CPU/GB: {lowest / floor:.2f}× it"])
+        rows.append(["sendfile() from page cache to loopback, 1 MiB (the sender's CPU; not a floor: part of a "
+                     "send runs on the reader's CPU when it lags)", f"{m['consume_floor_cpu_s_per_gb']:.3f} CPU s/GB",
+                     ""])
     return _table(["limit", "measured", "klog's best as a fraction"], rows)
+
+
+def kernel_floor_ratios(res: Results) -> dict[str, float]:
+    """Produce workload -> this run's kernel floor (machine.produce_floor_cpu_s_per_gb: a produce's bytes read from
+    loopback and written into the page cache, nothing else) over Kafka's CPU per GB on it: the lowest klog/Kafka
+    CPU-per-GB ratio any broker could show on that workload here, since every broker pays the kernel's copies.
+    Consume has no such floor over loopback (who pays a send depends on the reader's pace). Empty for results
+    measured before the floor was."""
+    floor = res.data["machine"].get("produce_floor_cpu_s_per_gb")
+    if floor is None:
+        return {}
+    out = {}
+    for w in res.ids("produce"):
+        kafka = res.stat("kafka", w, "cpu_s_per_gb")
+        if kafka and kafka.median > 0:
+            out[w] = floor / kafka.median
+    return out
 
 
 def _peer_busy(res: Results, broker: str) -> Stat:
@@ -566,6 +602,17 @@ def limits_analysis(res: Results) -> list[str]:
                  + (f", its best consume {best['consume'] * 2**20 / 1e9 / m['sendfile_loopback_gbps']:.0%} of sendfile over "
                     "loopback" if best["consume"] is not None and m.get("sendfile_loopback_gbps") else "")
                  + " (measured in this run; the load generators share the same cores).")
+    floors = kernel_floor_ratios(res)
+    if floors:
+        floor = m["produce_floor_cpu_s_per_gb"]
+        multiples = {b: Stat([res.stat(b, w, "cpu_s_per_gb").median / floor for w in res.ids("produce")
+                              if res.stat(b, w, "cpu_s_per_gb")]) for b in BROKERS}
+        L.append(f"- **Produce CPU per GB against the kernel's floor** (reading a produce's bytes from loopback and "
+                 f"writing them into the page cache, nothing else: {floor:.2f} s/GB in this run, 'This machine's "
+                 f"limits'): klog spent {multiples['klog'].fmt(2)}× it per workload, Kafka {multiples['kafka'].fmt(2)}× "
+                 f"(median, min–max). A broker that spent nothing of its own would stand at "
+                 f"{_geomean(list(floors.values())):.2f}× Kafka's CPU per GB over these workloads (geometric mean): "
+                 "a target below that is out of reach for any broker on this machine.")
     peak = res.session_ratio({b: res.peak_rss_per_run(b) for b in BROKERS})
     if peak:
         L.append(f"- **Memory**: klog's highest peak RSS is {peak.median:.2f}× Kafka's (per run, median) with "
