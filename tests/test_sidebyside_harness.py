@@ -141,3 +141,18 @@ def test_cpu_per_gb_is_read_against_the_kernels_floor_measured_in_the_same_run()
     text = "\n".join(limits_analysis(res))
     assert "0.25 s/GB in this run, 'This machine's limits'): klog spent 2× it per workload, Kafka 8×" in text
 
+
+
+def test_the_analysis_gives_the_load_generators_cpu_and_the_ratio_the_cores_allow() -> None:
+    data = _data([(10, 20, 0)] * 3)
+    assert "Who used the cores" not in "\n".join(limits_analysis(Results(data)))   # recorded since 2026-12-06
+    for session in data["sessions"]:
+        kafka = session["broker"] == "kafka"
+        session["results"]["produce/java/100B/1p/acks=1"].update(
+            payload_gb=1.0, cpu_s=2.0 if kafka else 0.5, loadgen_cpu_s=4.0)
+    text = "\n".join(limits_analysis(Results(data)))
+    # (4 + 2) / (4 + 0.5): on shared cores the load generator's 4 s/GB caps klog's lead at 1.33x,
+    # where the brokers alone (2 against 0.5 s/GB) would allow 4x per core
+    assert "klog could be at most 1.33× Kafka's rate here" in text
+    assert "measured 2.00×" in text
+    assert "would allow 4.00× per broker core" in text

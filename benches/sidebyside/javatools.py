@@ -101,9 +101,9 @@ def consumer_performance(bootstrap: str, topic: str, num_records: int, *, props:
            "--topic", topic, "--num-records", str(num_records), "--timeout", "10000",
            *_props(props)]
     # The JVM is the only child that exits meanwhile (the brokers keep running), so this is its CPU.
-    children_cpu0 = _children_cpu_s()
+    children_cpu0 = children_cpu_s()
     out = _run(cmd, time_limit_s, log)
-    jvm_cpu_s = _children_cpu_s() - children_cpu0
+    jvm_cpu_s = children_cpu_s() - children_cpu0
     # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms,
     # fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
     for line in out.splitlines():
@@ -117,7 +117,7 @@ def consumer_performance(bootstrap: str, topic: str, num_records: int, *, props:
     raise ToolError(f"ConsumerPerformance printed no result:\n{out[-3000:]}")
 
 
-def _children_cpu_s() -> float:
+def children_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 

@@ -540,6 +540,44 @@ def _group_ratio(res: Results, ids: list[str], metric: str) -> tuple[float | Non
     return _geomean([r for r, _ in pairs]), pairs
 
 
+def _per_gb(res: Results, broker: str, wid: str, key: str) -> float | None:
+    """``key`` (CPU seconds) per GB of payload of ``wid`` on ``broker``, median over the runs."""
+    cpu, gb = res.stat(broker, wid, key), res.stat(broker, wid, "payload_gb")
+    if not cpu or not gb or gb.median <= 0:
+        return None
+    return cpu.median / gb.median
+
+
+def _cores_ceiling(res: Results, ids: list[str], measured: float | None) -> list[str]:
+    """The load generators' CPU per GB beside the brokers' for a throughput group, and the klog/Kafka ratio the
+    machine's cores allow: with both the broker and its load generators on the same cores and the cores the
+    limit, rates go as 1 / (client + broker CPU per GB), so klog can be at most (C + B) on Kafka over (C + B) on
+    klog; and what the broker's own CPU per GB would allow with the load generators on cores of their own."""
+    ceilings, client, kafka_b, klog_b = [], {b: [] for b in BROKERS}, [], []
+    for w in ids:
+        c = {b: _per_gb(res, b, w, "loadgen_cpu_s") for b in BROKERS}
+        bb = {b: _per_gb(res, b, w, "cpu_s") for b in BROKERS}
+        if None in c.values() or None in bb.values() or not bb["klog"]:
+            continue
+        ceilings.append((c["kafka"] + bb["kafka"]) / (c["klog"] + bb["klog"]))
+        for b in BROKERS:
+            client[b].append(c[b])
+        kafka_b.append(bb["kafka"])
+        klog_b.append(bb["klog"])
+    if not ceilings:
+        return []   # results from before the load generators' CPU was recorded
+    per_core = _geomean([k / g for k, g in zip(kafka_b, klog_b)])
+    return [f"  - Who used the cores: the load generators spent {Stat(client['klog']).fmt(2)} CPU s/GB against "
+            f"klog and {Stat(client['kafka']).fmt(2)} against Kafka (per workload, median, min–max; their whole "
+            f"processes, a JVM's start-up and JIT included), the brokers klog {Stat(klog_b).fmt(2)} and Kafka "
+            f"{Stat(kafka_b).fmt(2)}. With the 2 cores the limit, rates go as 1 / (load generator + broker CPU "
+            f"per GB): klog could be at most {_geomean(ceilings):.2f}× Kafka's rate here (geometric mean; "
+            f"{min(ceilings):.2f}–{max(ceilings):.2f}× per workload)"
+            + (f", measured {measured:.2f}×" if measured is not None else "")
+            + f". With the load generators on cores of their own, the brokers' CPU per GB would allow "
+            f"{per_core:.2f}× per broker core (Kafka's over klog's, geometric mean)."]
+
+
 def limits_analysis(res: Results) -> list[str]:
     """"What limits klog", read off this run's figures: for every group of workloads, where klog stands
     against Kafka and, where it is behind, whether its broker was CPU-bound (cores busy), short of CPU on the
@@ -576,6 +614,8 @@ def limits_analysis(res: Results) -> list[str]:
                 f"behind in {len(behind)}. Broker cores busy: klog {gb.fmt(2)}, Kafka {kb.fmt(2)}"
                 + (f"; CPU per GB klog/Kafka {cpu:.2f}×" if cpu is not None else "") + ".")
         L.append(head)
+        if metric == "mb_per_s":
+            L += _cores_ceiling(res, ids, mean)
         for r, w in sorted(behind, key=lambda x: -x[0] if lower_better else x[0]):
             busy = res.busy("klog", w)
             waited = res.waited_per_cpu_s("klog", w)

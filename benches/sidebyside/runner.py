@@ -137,6 +137,7 @@ def run_workload(broker: RunningBroker, w: Workload, workdir: Path,
         warm_page_cache(broker.data_dir, w.source_topic)
     payload_bytes = w.records * w.size
     peer_cpu0 = _cpu_or_nan(peer.pid) if peer else float("nan")
+    loadgen_cpu0 = javatools.children_cpu_s()
     out["started_unix_s"] = time.time()
     with LoadMeter() as load, UsageMeter(broker.pid) as meter:
         if w.kind in ("produce", "produce-latency") and w.tool == "java":
@@ -193,6 +194,9 @@ def run_workload(broker: RunningBroker, w: Workload, workdir: Path,
     assert u is not None and m is not None
     if peer:
         out["peer_cpu_s"] = _cpu_or_nan(peer.pid) - peer_cpu0
+    # the load generators' CPU (every process the workload started, waited for by now: a JVM's start-up and JIT
+    # included), so a reader sees who used the cores the broker shared
+    out["loadgen_cpu_s"] = javatools.children_cpu_s() - loadgen_cpu0
     out.update(loadavg_1m=m.loadavg_1m, loadavg_1m_after=m.loadavg_1m_after, other_runnable=m.other_runnable,
                kernel_runnable=m.kernel_runnable, own_runnable=m.own_runnable)
     out.update(cpu_s=u.cpu_s, wall_s=u.wall_s, runqueue_wait_s=u.runqueue_wait_s, peak_rss=u.peak_rss,
