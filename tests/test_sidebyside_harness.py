@@ -149,10 +149,14 @@ def test_the_analysis_gives_the_load_generators_cpu_and_the_ratio_the_cores_allo
     for session in data["sessions"]:
         kafka = session["broker"] == "kafka"
         session["results"]["produce/java/100B/1p/acks=1"].update(
-            payload_gb=1.0, cpu_s=2.0 if kafka else 0.5, loadgen_cpu_s=4.0)
+            payload_gb=1.0, cpu_s=2.0 if kafka else 0.5, loadgen_cpu_s=5.0)
     text = "\n".join(limits_analysis(Results(data)))
-    # (4 + 2) / (4 + 0.5): on shared cores the load generator's 4 s/GB caps klog's lead at 1.33x,
-    # where the brokers alone (2 against 0.5 s/GB) would allow 4x per core
+    assert "the load generators spent 5 CPU s/GB against klog" in text
+    assert "would allow 4.00× Kafka's rate per broker core" in text   # 2 against 0.5 s/GB
+    assert "With the 2 cores the limit" not in text   # no CPU over the timed window, no ceiling
+    for session in data["sessions"]:
+        session["results"]["produce/java/100B/1p/acks=1"]["producer_process_cpu_s"] = 4.0
+    text = "\n".join(limits_analysis(Results(data)))
+    # (4 + 2) / (4 + 0.5): on shared cores the load generator's 4 s/GB caps klog's lead at 1.33x
     assert "klog could be at most 1.33× Kafka's rate here" in text
-    assert "measured 2.00×" in text
-    assert "would allow 4.00× per broker core" in text
+    assert "measured 2.00× on them" in text

@@ -540,6 +540,10 @@ def _group_ratio(res: Results, ids: list[str], metric: str) -> tuple[float | Non
     return _geomean([r for r, _ in pairs]), pairs
 
 
+#: a load generator's own CPU over its timed window, by mode (benches/sidebyside/pyload.py)
+WINDOW_CPU_KEYS = ("producer_process_cpu_s", "consumer_process_cpu_s")
+
+
 def _per_gb(res: Results, broker: str, wid: str, key: str) -> float | None:
     """``key`` (CPU seconds) per GB of payload of ``wid`` on ``broker``, median over the runs."""
     cpu, gb = res.stat(broker, wid, key), res.stat(broker, wid, "payload_gb")
@@ -548,34 +552,47 @@ def _per_gb(res: Results, broker: str, wid: str, key: str) -> float | None:
     return cpu.median / gb.median
 
 
-def _cores_ceiling(res: Results, ids: list[str], measured: float | None) -> list[str]:
+def _cores_ceiling(res: Results, ids: list[str]) -> list[str]:
     """The load generators' CPU per GB beside the brokers' for a throughput group, and the klog/Kafka ratio the
     machine's cores allow: with both the broker and its load generators on the same cores and the cores the
     limit, rates go as 1 / (client + broker CPU per GB), so klog can be at most (C + B) on Kafka over (C + B) on
     klog; and what the broker's own CPU per GB would allow with the load generators on cores of their own."""
-    ceilings, client, kafka_b, klog_b = [], {b: [] for b in BROKERS}, [], []
+    ceilings, client, kafka_b, klog_b, timed = [], {b: [] for b in BROKERS}, [], [], []
     for w in ids:
-        c = {b: _per_gb(res, b, w, "loadgen_cpu_s") for b in BROKERS}
         bb = {b: _per_gb(res, b, w, "cpu_s") for b in BROKERS}
-        if None in c.values() or None in bb.values() or not bb["klog"]:
+        if None in bb.values() or not bb["klog"]:
             continue
-        ceilings.append((c["kafka"] + bb["kafka"]) / (c["klog"] + bb["klog"]))
-        for b in BROKERS:
-            client[b].append(c[b])
         kafka_b.append(bb["kafka"])
         klog_b.append(bb["klog"])
-    if not ceilings:
+        whole = {b: _per_gb(res, b, w, "loadgen_cpu_s") for b in BROKERS}
+        if None not in whole.values():
+            for b in BROKERS:
+                client[b].append(whole[b])
+        # the ceiling needs the load generator's CPU over the timed window (confluent-kafka's processes report
+        # it; a JVM's whole life includes its start-up and JIT before the tool's clock starts)
+        window = {b: next((v for v in (_per_gb(res, b, w, k) for k in WINDOW_CPU_KEYS) if v is not None), None)
+                  for b in BROKERS}
+        if None not in window.values():
+            ceilings.append((window["kafka"] + bb["kafka"]) / (window["klog"] + bb["klog"]))
+            timed.append(w)
+    if not client["klog"]:
         return []   # results from before the load generators' CPU was recorded
     per_core = _geomean([k / g for k, g in zip(kafka_b, klog_b)])
-    return [f"  - Who used the cores: the load generators spent {Stat(client['klog']).fmt(2)} CPU s/GB against "
+    line = (f"  - Who used the cores: the load generators spent {Stat(client['klog']).fmt(2)} CPU s/GB against "
             f"klog and {Stat(client['kafka']).fmt(2)} against Kafka (per workload, median, min–max; their whole "
-            f"processes, a JVM's start-up and JIT included), the brokers klog {Stat(klog_b).fmt(2)} and Kafka "
-            f"{Stat(kafka_b).fmt(2)}. With the 2 cores the limit, rates go as 1 / (load generator + broker CPU "
-            f"per GB): klog could be at most {_geomean(ceilings):.2f}× Kafka's rate here (geometric mean; "
-            f"{min(ceilings):.2f}–{max(ceilings):.2f}× per workload)"
-            + (f", measured {measured:.2f}×" if measured is not None else "")
-            + f". With the load generators on cores of their own, the brokers' CPU per GB would allow "
-            f"{per_core:.2f}× per broker core (Kafka's over klog's, geometric mean)."]
+            f"processes, start-up and a JVM's JIT included), the brokers klog {Stat(klog_b).fmt(2)} and Kafka "
+            f"{Stat(kafka_b).fmt(2)}.")
+    if ceilings:
+        sub = _geomean([r for r, w in zip((res.ratio(w, "mb_per_s") for w in timed), timed) if r is not None])
+        line += (f" With the 2 cores the limit, rates go as 1 / (load generator + broker CPU per GB): over the "
+                 f"{len(timed)} workloads whose load generator gives its CPU over the timed window (confluent-kafka's) klog could "
+                 f"be at most {_geomean(ceilings):.2f}× Kafka's rate here (geometric mean; "
+                 f"{min(ceilings):.2f}–{max(ceilings):.2f}× per workload)"
+                 + (f", measured {sub:.2f}× on them" if sub is not None else "") + ".")
+    line += (f" With the load generators on cores of their own, the brokers' CPU per GB would allow "
+             f"{per_core:.2f}× Kafka's rate per broker core (Kafka's over klog's, geometric mean over the "
+             f"{len(klog_b)} workloads).")
+    return [line]
 
 
 def limits_analysis(res: Results) -> list[str]:
@@ -615,7 +632,7 @@ def limits_analysis(res: Results) -> list[str]:
                 + (f"; CPU per GB klog/Kafka {cpu:.2f}×" if cpu is not None else "") + ".")
         L.append(head)
         if metric == "mb_per_s":
-            L += _cores_ceiling(res, ids, mean)
+            L += _cores_ceiling(res, ids)
         for r, w in sorted(behind, key=lambda x: -x[0] if lower_better else x[0]):
             busy = res.busy("klog", w)
             waited = res.waited_per_cpu_s("klog", w)
