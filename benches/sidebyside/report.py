@@ -557,23 +557,28 @@ def _cores_ceiling(res: Results, ids: list[str]) -> list[str]:
     machine's cores allow: with both the broker and its load generators on the same cores and the cores the
     limit, rates go as 1 / (client + broker CPU per GB), so klog can be at most (C + B) on Kafka over (C + B) on
     klog; and what the broker's own CPU per GB would allow with the load generators on cores of their own."""
-    ceilings, client, kafka_b, klog_b, timed = [], {b: [] for b in BROKERS}, [], [], []
+    ceilings: list[float] = []
+    client: dict[str, list[float]] = {b: [] for b in BROKERS}
+    kafka_b: list[float] = []
+    klog_b: list[float] = []
+    timed: list[str] = []
     for w in ids:
-        bb = {b: _per_gb(res, b, w, "cpu_s") for b in BROKERS}
-        if None in bb.values() or not bb["klog"]:
+        kafka_cpu, klog_cpu = _per_gb(res, "kafka", w, "cpu_s"), _per_gb(res, "klog", w, "cpu_s")
+        if kafka_cpu is None or not klog_cpu:
             continue
-        kafka_b.append(bb["kafka"])
-        klog_b.append(bb["klog"])
+        kafka_b.append(kafka_cpu)
+        klog_b.append(klog_cpu)
         whole = {b: _per_gb(res, b, w, "loadgen_cpu_s") for b in BROKERS}
-        if None not in whole.values():
-            for b in BROKERS:
-                client[b].append(whole[b])
+        if whole["kafka"] is not None and whole["klog"] is not None:
+            client["kafka"].append(whole["kafka"])
+            client["klog"].append(whole["klog"])
         # the ceiling needs the load generator's CPU over the timed window (confluent-kafka's processes report
         # it; a JVM's whole life includes its start-up and JIT before the tool's clock starts)
         window = {b: next((v for v in (_per_gb(res, b, w, k) for k in WINDOW_CPU_KEYS) if v is not None), None)
                   for b in BROKERS}
-        if None not in window.values():
-            ceilings.append((window["kafka"] + bb["kafka"]) / (window["klog"] + bb["klog"]))
+        kafka_c, klog_c = window["kafka"], window["klog"]
+        if kafka_c is not None and klog_c is not None:
+            ceilings.append((kafka_c + kafka_cpu) / (klog_c + klog_cpu))
             timed.append(w)
     if not client["klog"]:
         return []   # results from before the load generators' CPU was recorded
