@@ -64,17 +64,7 @@ def one_read(bootstrap: str, topic: str) -> dict[str, Any]:
                              "delivery.report.only.error": True, "statistics.interval.ms": STATS_INTERVAL_MS,
                              "stats_cb": lambda raw: stats.append(json.loads(raw))})
         producer.list_topics(topic, timeout=30)
-        body = bytearray(pyload._payload(SIZE))
-        clock, pack = time.monotonic_ns, pyload._STAMP.pack_into
-        start, sent = time.monotonic(), 0
-        while sent < RECORDS:   # paced as sidebyside.pyload.e2e_produce
-            due = min(RECORDS, int((time.monotonic() - start) * RATE) + 1)
-            while sent < due:
-                pack(body, 0, clock())
-                producer.produce(topic, bytes(body))
-                sent += 1
-            producer.poll(0)
-            time.sleep(0.001)
+        pyload.send_paced(producer, topic, RECORDS, RATE, SIZE)   # as the side-by-side e2e producer sends
         if producer.flush(30):
             raise RuntimeError("records undelivered after 30 s")
         out, _ = consumer.communicate(timeout=90)

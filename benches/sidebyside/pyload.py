@@ -186,18 +186,10 @@ def e2e_consume(a: dict[str, Any]) -> dict[str, Any]:
             "max_ms": float(kept.max()), "mean_ms": float(kept.mean())}
 
 
-def e2e_produce(a: dict[str, Any]) -> dict[str, Any]:
-    """Produce ``records`` at ``rate`` records/s (paced every millisecond), each stamped with its send time."""
-    from confluent_kafka import KafkaException, Producer
-
-    errors: list[str] = []
-    producer = Producer({"bootstrap.servers": a["bootstrap"], "acks": str(a["acks"]),
-                         "linger.ms": a["linger_ms"], "compression.type": "none",
-                         "partitioner": "murmur2_random", "delivery.report.only.error": True,
-                         "error_cb": lambda err: errors.append(str(err))})
-    topic, n, rate = a["topic"], a["records"], a["rate"]
-    producer.list_topics(topic, timeout=30)
-    body = bytearray(_payload(a["size"]))
+def send_paced(producer: Any, topic: str, n: int, rate: int, size: int) -> tuple[int, float]:
+    """Send ``n`` records of ``size`` bytes at ``rate`` records/s (paced every millisecond), each stamped with its
+    send time (CLOCK_MONOTONIC ns in its first 8 bytes); (records sent, seconds taken). Does not flush."""
+    body = bytearray(_payload(size))
     start = time.monotonic()
     sent = 0
     clock, pack = time.monotonic_ns, _STAMP.pack_into
@@ -209,7 +201,21 @@ def e2e_produce(a: dict[str, Any]) -> dict[str, Any]:
             sent += 1
         producer.poll(0)
         time.sleep(0.001)
-    elapsed = time.monotonic() - start
+    return sent, time.monotonic() - start
+
+
+def e2e_produce(a: dict[str, Any]) -> dict[str, Any]:
+    """Produce ``records`` at ``rate`` records/s (paced every millisecond), each stamped with its send time."""
+    from confluent_kafka import KafkaException, Producer
+
+    errors: list[str] = []
+    producer = Producer({"bootstrap.servers": a["bootstrap"], "acks": str(a["acks"]),
+                         "linger.ms": a["linger_ms"], "compression.type": "none",
+                         "partitioner": "murmur2_random", "delivery.report.only.error": True,
+                         "error_cb": lambda err: errors.append(str(err))})
+    topic, n, rate = a["topic"], a["records"], a["rate"]
+    producer.list_topics(topic, timeout=30)
+    sent, elapsed = send_paced(producer, topic, n, rate, a["size"])
     left = producer.flush(30)
     if left or errors:
         raise KafkaException(f"{left} undelivered, {len(errors)} errors {errors[:1]}")
