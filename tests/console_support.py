@@ -7,6 +7,8 @@ import re
 import subprocess
 import threading
 
+from klog.testing.process import stop_process
+
 #: the console's start-up line names its URL (http, or https with --https-cert)
 _CONSOLE_URL_RE = re.compile(r"on (https?://[^\s]+) \(Ctrl-C")
 
@@ -36,11 +38,4 @@ class ConsoleProcess:
                 self._found.set()
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode
+        return stop_process(self.proc, 20)

@@ -30,7 +30,7 @@ from klog.broker.metrics import (
     request_name,
 )
 from klog.testing.kafka import free_port
-from klog.testing.process import BrokerProcess
+from klog.testing.process import BrokerProcess, stop_process
 
 PROMETHEUS = shutil.which("prometheus")
 _METRICS_RE = re.compile(r"metrics on http://([^:]+):(\d+)/metrics")
@@ -196,12 +196,7 @@ class _Prometheus:
         raise AssertionError(f"{promql}: expected {expected}, Prometheus last said {last}")
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        stop_process(self.proc, 20)
         self.log.close()
 
 

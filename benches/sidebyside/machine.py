@@ -77,21 +77,26 @@ def loopback_tcp_gbps(total: int) -> float:
     return total / elapsed / 1e9
 
 
-def sendfile_loopback_gbps(directory: Path, total: int) -> float:
-    """GB/s of sendfile() from a file already in page cache to a reader process over 127.0.0.1."""
+def _sendfile_to_reader(directory: Path, total: int, sndbuf: int | None = None) -> tuple[float, float]:
+    """sendfile() ``total`` bytes from a file in page cache to a reader process over 127.0.0.1, in this process:
+    (wall seconds until the reader has them all, this process's CPU seconds for the sends). ``sndbuf``: the socket's
+    SO_SNDBUF."""
     path = directory / "sidebyside-sendfile.tmp"
     size = min(total, 256 * CHUNK)
     path.write_bytes(os.urandom(CHUNK) * (size // CHUNK))
     try:
         sock, proc = _connect_sink(total)
+        if sndbuf is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
         fd = os.open(path, os.O_RDONLY)
         try:
             with sock:
-                start = time.perf_counter()
+                start, cpu0 = time.perf_counter(), _cpu_s()
                 sent = 0
                 while sent < total:
                     offset = sent % size
                     sent += os.sendfile(sock.fileno(), fd, offset, min(size - offset, total - sent))
+                cpu = _cpu_s() - cpu0
                 sock.shutdown(socket.SHUT_WR)
                 proc.join(60)
                 elapsed = time.perf_counter() - start
@@ -99,6 +104,12 @@ def sendfile_loopback_gbps(directory: Path, total: int) -> float:
             os.close(fd)
     finally:
         path.unlink()
+    return elapsed, cpu
+
+
+def sendfile_loopback_gbps(directory: Path, total: int) -> float:
+    """GB/s of sendfile() from a file already in page cache to a reader process over 127.0.0.1."""
+    elapsed, _ = _sendfile_to_reader(directory, total)
     return total / elapsed / 1e9
 
 
@@ -160,29 +171,8 @@ def consume_floor_cpu_s_per_gb(directory: Path, total: int, sndbuf: int | None =
     """CPU s per GB of this process sendfile()-ing ``total`` bytes from a file in page cache to a reader process
     over 127.0.0.1: a consume's kernel work, none of a broker's own. ``sndbuf``: the socket's SO_SNDBUF, as the
     brokers' ``socket.send.buffer.bytes``."""
-    path = directory / "sidebyside-consume-floor.tmp"
-    size = min(total, 256 * CHUNK)
-    path.write_bytes(os.urandom(CHUNK) * (size // CHUNK))
-    try:
-        sock, proc = _connect_sink(total)
-        if sndbuf is not None:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            with sock:
-                start = _cpu_s()
-                sent = 0
-                while sent < total:
-                    offset = sent % size
-                    sent += os.sendfile(sock.fileno(), fd, offset, min(size - offset, total - sent))
-                used = _cpu_s() - start
-                sock.shutdown(socket.SHUT_WR)
-                proc.join(60)
-        finally:
-            os.close(fd)
-    finally:
-        path.unlink()
-    return used / (sent / 1e9)
+    _, cpu = _sendfile_to_reader(directory, total, sndbuf)
+    return cpu / (total / 1e9)
 
 
 def crc32c_gbps(total: int) -> float:

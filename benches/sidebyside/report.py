@@ -552,6 +552,15 @@ def _per_gb(res: Results, broker: str, wid: str, key: str) -> float | None:
     return cpu.median / gb.median
 
 
+def _window_cpu_per_gb(res: Results, broker: str, wid: str) -> float | None:
+    """The load generator's CPU per GB over its timed window (the first of WINDOW_CPU_KEYS it reports)."""
+    for key in WINDOW_CPU_KEYS:
+        per_gb = _per_gb(res, broker, wid, key)
+        if per_gb is not None:
+            return per_gb
+    return None
+
+
 def _cores_ceiling(res: Results, ids: list[str]) -> list[str]:
     """The load generators' CPU per GB beside the brokers' for a throughput group, and the klog/Kafka ratio the
     machine's cores allow: with both the broker and its load generators on the same cores and the cores the
@@ -574,9 +583,7 @@ def _cores_ceiling(res: Results, ids: list[str]) -> list[str]:
             client["klog"].append(whole["klog"])
         # the ceiling needs the load generator's CPU over the timed window (confluent-kafka's processes report
         # it; a JVM's whole life includes its start-up and JIT before the tool's clock starts)
-        window = {b: next((v for v in (_per_gb(res, b, w, k) for k in WINDOW_CPU_KEYS) if v is not None), None)
-                  for b in BROKERS}
-        kafka_c, klog_c = window["kafka"], window["klog"]
+        kafka_c, klog_c = _window_cpu_per_gb(res, "kafka", w), _window_cpu_per_gb(res, "klog", w)
         if kafka_c is not None and klog_c is not None:
             ceilings.append((kafka_c + kafka_cpu) / (klog_c + klog_cpu))
             timed.append(w)
@@ -588,7 +595,7 @@ def _cores_ceiling(res: Results, ids: list[str]) -> list[str]:
             f"processes, start-up and a JVM's JIT included), the brokers klog {Stat(klog_b).fmt(2)} and Kafka "
             f"{Stat(kafka_b).fmt(2)}.")
     if ceilings:
-        sub = _geomean([r for r, w in zip((res.ratio(w, "mb_per_s") for w in timed), timed) if r is not None])
+        sub = _geomean([r for r in (res.ratio(w, "mb_per_s") for w in timed) if r is not None])
         line += (f" With the 2 cores the limit, rates go as 1 / (load generator + broker CPU per GB): over the "
                  f"{len(timed)} workloads whose load generator gives its CPU over the timed window (confluent-kafka's) klog could "
                  f"be at most {_geomean(ceilings):.2f}× Kafka's rate here (geometric mean; "

@@ -26,6 +26,7 @@ from pathlib import Path
 from klog.protocol.errors import ErrorCode
 from klog.testing.cluster_api import Cluster
 from klog.testing.ports import free_port
+from klog.testing.process import stop_process
 
 if TYPE_CHECKING:
     from klog.testing.process import BrokerProcess
@@ -262,13 +263,7 @@ def apache_kafka(
         bootstrap.pid = proc.pid
         yield bootstrap
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(SHUTDOWN_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop_process(proc, SHUTDOWN_TIMEOUT_S)
         stdout.close()
 
 
@@ -474,16 +469,9 @@ class KafkaCluster(Cluster):
         proc = self.procs.get(node)
         if proc is None:
             return 0
-        if proc.poll() is None:
-            if node in self.paused:
-                self.resume(node)
-            proc.terminate()
-            try:
-                proc.wait(SHUTDOWN_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        return proc.returncode
+        if proc.poll() is None and node in self.paused:
+            self.resume(node)
+        return stop_process(proc, SHUTDOWN_TIMEOUT_S)
 
     def restart(self, node: int) -> None:
         if self.pid(node) is not None:

@@ -34,7 +34,7 @@ from klog.testing.faults.history import HistoryWriter
 from klog.testing.faults.netns import Network, fill_disk, free_disk
 from klog.testing.faults.schedule import NETWORK_KINDS, FaultStep
 from klog.testing.kafka import _LOG4J2, answers_api_versions, find_kafka_libs, free_port
-from klog.testing.process import broker_command
+from klog.testing.process import broker_command, stop_process
 
 __all__ = ["FaultCluster", "FAULT_PROPERTIES", "SESSION_TIMEOUT_S", "SYSTEMS", "CONTROLLER_ID"]
 
@@ -154,13 +154,7 @@ class Node:
             return
         if self.paused:
             self.signal(signal.SIGCONT)
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc, STOP_TIMEOUT_S)
         self.paused = False
 
     def log_tail(self, lines: int = 30) -> str:
