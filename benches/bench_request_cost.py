@@ -73,7 +73,7 @@ from klog.protocol.consumer_protocol import Assignment, Subscription, encode_ass
 from klog.protocol.errors import ErrorCode  # noqa: E402
 from klog.records import encode_batch  # noqa: E402
 from sidebyside.brokers import LAUNCHERS, RunningBroker, shared_properties  # noqa: E402
-from sidebyside.procstat import cpu_seconds  # noqa: E402
+from sidebyside.procstat import cpu_seconds, thread_cpu_delta, thread_cpu_seconds  # noqa: E402
 
 RESULTS = BENCHES / "results" / "request_cost.json"
 SIZES = {"100B": 100, "1KiB": 1024, "16KiB": 16384}
@@ -622,9 +622,11 @@ def many_connections(ctx: Ctx, binary: Path, workdir: Path, seconds: float, conn
             assert proc.stdout is not None and proc.stderr is not None
             line = proc.stdout.readline()  # "start": the warm-up is over
             cpu0, t0 = cpu_seconds(ctx.broker.pid), time.monotonic()
+            threads0 = thread_cpu_seconds(ctx.broker.pid)
             if line.strip() == "start":
                 line = proc.stdout.readline()  # the result, printed before the loadgen closes its connections
             cpu1, wall = cpu_seconds(ctx.broker.pid), time.monotonic() - t0
+            threads = thread_cpu_delta(threads0, thread_cpu_seconds(ctx.broker.pid))
             proc.wait(timeout=ANSWER_TIMEOUT_S)
         finally:
             if proc.poll() is None:
@@ -634,10 +636,35 @@ def many_connections(ctx: Ctx, binary: Path, workdir: Path, seconds: float, conn
                                f"{proc.stderr.read()[-500:]}")
     out = json.loads(line)
     client_cpu = out["cpu_user_s"] + out["cpu_sys_s"]
+    per_request = 1e6 / out["requests"]
     return {"requests_per_s": out["requests_per_s"], "p50_ms": out["p50_ms"], "p99_ms": out["p99_ms"],
             "p999_ms": out["p999_ms"], "broker_cores": (cpu1 - cpu0) / wall,
-            "broker_us": (cpu1 - cpu0) / out["requests"] * 1e6, "client_cores": client_cpu / out["seconds"],
-            "client_us": client_cpu / out["requests"] * 1e6}
+            "broker_us": (cpu1 - cpu0) * per_request, "client_cores": client_cpu / out["seconds"],
+            "client_us": client_cpu * per_request,
+            # the kernel's share of the broker's CPU (system time: socket reads and writes, page-cache writes,
+            # wake-ups), and the load generator's
+            "broker_system_us": sum(system for _, system in threads.values()) * per_request,
+            "client_system_us": out["cpu_sys_s"] * per_request,
+            # which of the broker's threads paid: µs per request (user + system) by thread group
+            "threads_us": {name: (user + system) * per_request for name, (user, system) in threads.items()}}
+
+
+def many_medians(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over one broker's many-connections runs (a thread group's over the runs it appears in)."""
+    out: dict[str, Any] = {k: statistics.median(m[k] for m in samples)
+                           for k, v in samples[0].items() if isinstance(v, (int, float))}
+    names = sorted({name for m in samples for name in m.get("threads_us", {})})
+    out["threads_us"] = {name: statistics.median(m["threads_us"][name] for m in samples if name in m["threads_us"])
+                         for name in names}
+    return out
+
+
+def cores_ceiling(many: dict[str, Any], klog_broker_key: str = "broker_us") -> float:
+    """The requests/s ratio klog/Kafka the two shared cores allow when each request costs the broker
+    ``many[b][klog_broker_key]`` µs (Kafka's: ``broker_us``) and the load generator its own µs:
+    (Kafka's broker + generator µs) / (klog's broker + generator µs)."""
+    kafka, klog = many["kafka"], many["klog"]
+    return (kafka["broker_us"] + kafka["client_us"]) / (klog[klog_broker_key] + klog["client_us"])
 
 
 def run_many(ctxs: dict[str, Ctx], workdir: Path, rounds: int, seconds: float, connections: int,
@@ -656,7 +683,7 @@ def run_many(ctxs: dict[str, Ctx], workdir: Path, rounds: int, seconds: float, c
             log(f"round {r + 1}/{rounds} connections/{connections}c {name:7} {m['requests_per_s']:9,.0f} req/s "
                 f"p99 {m['p99_ms']:.1f} ms broker {m['broker_cores']:.2f} cores client {m['client_cores']:.2f} cores")
     return {"workload": f"{connections}c/{MANY_SIZE}B/acks={MANY_ACKS}", "seconds": seconds,
-            **{name: {k: statistics.median(m[k] for m in s) for k in s[0]} for name, s in samples.items()},
+            **{name: many_medians(s) for name, s in samples.items()},
             "samples": samples}
 
 
@@ -664,18 +691,30 @@ def format_many(many: dict[str, Any]) -> str:
     keys = [("requests/s", "requests_per_s", "{:,.0f}"), ("p50 ms", "p50_ms", "{:.2f}"), ("p99 ms", "p99_ms", "{:.2f}"),
             ("p99.9 ms", "p999_ms", "{:.2f}"), ("broker cores busy", "broker_cores", "{:.2f}"),
             ("broker µs CPU/request", "broker_us", "{:.1f}"), ("load generator cores busy", "client_cores", "{:.2f}"),
-            ("load generator µs CPU/request", "client_us", "{:.1f}")]
+            ("load generator µs CPU/request", "client_us", "{:.1f}"),
+            ("broker system µs CPU/request (the kernel's)", "broker_system_us", "{:.1f}")]
     variant = "variant" in many
     lines = [f"| {many['workload']} | Kafka | klog | klog/Kafka |" + (" klog variant | variant/Kafka |" if variant
                                                                       else ""),
              "|---|---|---|---|" + ("---|---|" if variant else "")]
     for label, key, fmt in keys:
+        if key not in many["kafka"] or key not in many["klog"]:   # results from before it was measured
+            continue
         k, o = many["kafka"][key], many["klog"][key]
         line = f"| {label} | {fmt.format(k)} | {fmt.format(o)} | " + (f"{o / k:.2f}× |" if k else "- |")
         if variant:
             v = many["variant"][key]
             line += f" {fmt.format(v)} | " + (f"{v / k:.2f}× |" if k else "- |")
         lines.append(line)
+    if "broker_system_us" in many["klog"]:
+        lines += ["", f"The two shared cores allow klog at most **{cores_ceiling(many):.2f}×** Kafka's requests/s "
+                  "((Kafka's broker + load generator µs per request) / (klog's)); with klog's broker spending only its "
+                  f"kernel's share (system time, the socket and page-cache work per request) at most "
+                  f"**{cores_ceiling(many, 'broker_system_us'):.2f}×**."]
+        for name in ("kafka", "klog"):
+            threads = sorted(many[name].get("threads_us", {}).items(), key=lambda kv: -kv[1])
+            shown = ", ".join(f"{thread} {us:.1f}" for thread, us in threads if us >= 0.1)
+            lines.append(f"- {name}'s µs CPU per request by thread: {shown}.")
     return "\n".join(lines)
 
 

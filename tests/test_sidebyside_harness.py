@@ -4,6 +4,7 @@ The end-to-end run against both real brokers is tests/test_sidebyside_smoke.py."
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -160,3 +161,61 @@ def test_the_analysis_gives_the_load_generators_cpu_and_the_ratio_the_cores_allo
     # (4 + 2) / (4 + 0.5): on shared cores the load generator's 4 s/GB caps klog's lead at 1.33x
     assert "klog could be at most 1.33× Kafka's rate here" in text
     assert "measured 2.00× on them" in text
+
+
+def test_a_threads_cpu_is_grouped_by_its_name_without_its_number() -> None:
+    from sidebyside.procstat import thread_group
+
+    assert thread_group("data-plane-kafka-request-handler-7") == "data-plane-kafka-request-handler"
+    assert thread_group("GC Thread#3") == "GC Thread"
+    assert thread_group("klog-front") == "klog-front"
+    assert thread_group("42") == "42"   # a name that is only a number stays whole
+
+
+def test_a_running_threads_cpu_is_counted_under_its_group() -> None:
+    import ctypes
+    import threading
+    import time
+
+    from sidebyside.procstat import thread_cpu_delta, thread_cpu_seconds
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_name = 15
+    stop = threading.Event()
+
+    def spin(i: int) -> None:
+        libc.prctl(pr_set_name, f"hspin-{i}".encode(), 0, 0, 0)   # the OS thread's name, as /proc shows it
+        while not stop.is_set():
+            pass
+
+    before = thread_cpu_seconds(os.getpid())
+    busy = [threading.Thread(target=spin, args=(i,)) for i in range(2)]
+    for thread in busy:
+        thread.start()
+    time.sleep(0.5)
+    spent = thread_cpu_delta(before, thread_cpu_seconds(os.getpid()))
+    stop.set()
+    for thread in busy:
+        thread.join(timeout=30)
+    user, system = spent["hspin"]
+    assert user + system >= 0.1   # two threads spinning for 0.5 s (sharing the GIL): well over a few ticks
+    assert user > system
+
+
+def test_the_many_connections_ceiling_is_the_cores_shared_by_broker_and_load_generator() -> None:
+    from bench_request_cost import cores_ceiling, format_many, many_medians
+
+    runs = [{"requests_per_s": 1.0, "p50_ms": 1.0, "p99_ms": 1.0, "p999_ms": 1.0, "broker_cores": 1.0,
+             "broker_us": us, "client_us": 10.0, "client_cores": 1.0, "broker_system_us": us - 2.0,
+             "client_system_us": 5.0, "threads_us": {"klog-broker": us - 4.0, "klog-front": 4.0}}
+            for us in (9.0, 11.0, 10.0)]
+    klog = many_medians(runs)
+    assert klog["broker_us"] == 10.0 and klog["broker_system_us"] == 8.0
+    assert klog["threads_us"] == {"klog-broker": 6.0, "klog-front": 4.0}
+    kafka = {**klog, "broker_us": 25.0, "threads_us": {"data-plane-kafka-request-handler": 20.0}}
+    many = {"workload": "500c/100B/acks=1", "kafka": kafka, "klog": klog}
+    assert cores_ceiling(many) == pytest.approx(35.0 / 20.0)
+    assert cores_ceiling(many, "broker_system_us") == pytest.approx(35.0 / 18.0)
+    text = format_many(many)
+    assert "at most **1.75×**" in text and "at most **1.94×**" in text
+    assert "klog's µs CPU per request by thread: klog-broker 6.0, klog-front 4.0." in text

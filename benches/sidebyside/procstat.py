@@ -60,6 +60,40 @@ def cpu_seconds(pid: int, children: bool = True) -> float:
     return total
 
 
+def thread_group(name: str) -> str:
+    """A thread's name without its number (``data-plane-kafka-network-thread-1-ListenerName(PLAINTEXT)-PLAINTEXT-2``
+    and ``...-0`` are one group; so are a JVM's ``GC Thread#0`` and ``GC Thread#1``)."""
+    return name.rstrip("0123456789").rstrip("-#_ ") or name
+
+
+def thread_cpu_seconds(pid: int) -> dict[str, tuple[float, float]]:
+    """User and system CPU seconds used so far by each group of the process's live threads (``thread_group``):
+    which thread paid for a request, and how much of it the kernel's work was."""
+    groups: dict[str, tuple[float, float]] = {}
+    for entry in os.scandir(f"/proc/{pid}/task"):
+        try:
+            raw = Path(entry.path, "stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = thread_group(raw[raw.index("(") + 1:raw.rindex(")")])
+        fields = raw[raw.rindex(")") + 2:].split()
+        user, system = groups.get(name, (0.0, 0.0))
+        groups[name] = (user + int(fields[11]) / CLOCK_TICKS_PER_S, system + int(fields[12]) / CLOCK_TICKS_PER_S)
+    return groups
+
+
+def thread_cpu_delta(before: dict[str, tuple[float, float]],
+                     after: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    """CPU seconds (user, system) each thread group used between two ``thread_cpu_seconds`` readings (a thread
+    gone by ``after`` is left out; one started meanwhile counts whole)."""
+    out = {}
+    for name, (user, system) in after.items():
+        user0, system0 = before.get(name, (0.0, 0.0))
+        if user - user0 > 0 or system - system0 > 0:
+            out[name] = (user - user0, system - system0)
+    return out
+
+
 def runqueue_wait_seconds(pid: int) -> float:
     """Seconds the process's threads have spent runnable but waiting for a CPU (the second field of
     ``/proc/<pid>/task/<tid>/schedstat``), summed over its live threads: how much the machine's other load

@@ -175,6 +175,10 @@ struct MaxTimestampAnswer {
     answer: (i64, i64),
 }
 
+/// Lock-free attempts of `set_high_watermark` before it takes the log's lock (the bounds moved under
+/// each: a truncation or a log start move racing it).
+const HIGH_WATERMARK_TRIES: usize = 4;
+
 pub struct PartitionLog {
     topic: String,
     partition: i32,
@@ -606,12 +610,14 @@ impl PartitionLog {
     }
 
     /// Set the high watermark, clamped to [log start, log end].
+    ///
+    /// Without the log's lock: the broker mirrors the high watermark after every append, often while
+    /// the native front appends to the same log on its own thread (holding the lock through the
+    /// write), and waiting for that write held back every answer behind it. The bounds are atomics;
+    /// an append only raises the log end, and a truncation or a log start move that lands between
+    /// the clamp and the exchange is seen by the check after it, which clamps again.
     pub fn set_high_watermark(&self, hw: i64) -> i64 {
-        let (old, v) = {
-            let _g = self.state.lock();
-            let v = hw.clamp(self.log_start_offset(), self.log_end_offset());
-            (self.high_watermark.swap(v, Ordering::AcqRel), v)
-        };
+        let (old, v) = self.exchange_high_watermark(hw);
         if v > old && self.hw_watched.load(Ordering::Acquire) {
             let hook = self.on_high_watermark_up.lock().unwrap_or_else(|p| p.into_inner()).clone();
             if let Some(hook) = hook {
@@ -619,6 +625,32 @@ impl PartitionLog {
             }
         }
         v
+    }
+
+    /// The exchange of `set_high_watermark`: (the value replaced, the value set).
+    fn exchange_high_watermark(&self, hw: i64) -> (i64, i64) {
+        let clamped = || hw.min(self.log_end_offset()).max(self.log_start_offset());
+        let in_bounds = |v: i64| v <= self.log_end_offset() && v >= self.log_start_offset();
+        let mut current = self.high_watermark.load(Ordering::Acquire);
+        let mut replaced = None;
+        for _ in 0..HIGH_WATERMARK_TRIES {
+            let v = clamped();
+            match self.high_watermark.compare_exchange(current, v, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(previous) => {
+                    let old = *replaced.get_or_insert(previous);
+                    if in_bounds(v) {
+                        return (old, v);
+                    }
+                    current = v;
+                }
+                Err(now) => current = now,
+            }
+        }
+        // the bounds kept moving (or crossed, mid-way through a truncation): settle under the lock
+        let _g = self.state.lock();
+        let v = clamped();
+        let previous = self.high_watermark.swap(v, Ordering::AcqRel);
+        (replaced.unwrap_or(previous), v)
     }
 
     /// Whether a high watermark hook is set (`set_high_watermark_hook`).
@@ -1701,6 +1733,45 @@ mod tests {
         log.set_high_watermark(0);
         log.set_high_watermark(3);
         assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn setting_the_high_watermark_does_not_wait_for_an_append_holding_the_log() {
+        let d = TempDir::new("plog-hw-unlocked");
+        let log = Arc::new(open(&d.0, LogConfig::default(), true));
+        log.append(&batch(5, 100), 0, 0).unwrap();
+        let held = log.state.lock().unwrap(); // as an append on the front's thread holds it through its write
+        let (tx, rx) = std::sync::mpsc::channel();
+        let setter = log.clone();
+        let thread = std::thread::spawn(move || tx.send(setter.set_high_watermark(9)).unwrap());
+        let set = rx.recv_timeout(std::time::Duration::from_secs(10));
+        drop(held);
+        thread.join().unwrap();
+        assert_eq!(set, Ok(5)); // clamped to the log end, without the lock
+        assert_eq!(log.high_watermark(), 5);
+    }
+
+    #[test]
+    fn the_high_watermark_stays_within_the_log_while_appends_and_truncations_race_it() {
+        let d = TempDir::new("plog-hw-race");
+        let log = Arc::new(open(&d.0, LogConfig::default(), true));
+        log.append(&batch(2, 100), 0, 0).unwrap();
+        let writer = log.clone();
+        let thread = std::thread::spawn(move || {
+            for round in 0..200 {
+                writer.append(&batch(3, 100), 0, 0).unwrap();
+                if round % 10 == 9 {
+                    writer.truncate_to(writer.log_end_offset() - 4).unwrap();
+                }
+            }
+        });
+        while !thread.is_finished() {
+            let v = log.set_high_watermark(i64::MAX);
+            assert!(v >= log.log_start_offset());
+        }
+        thread.join().unwrap();
+        assert!(log.high_watermark() <= log.log_end_offset());
+        assert_eq!(log.set_high_watermark(i64::MAX), log.log_end_offset());
     }
 
     #[test]
