@@ -12,6 +12,7 @@ timeout, a client quota appearing at run time, and real clients.
 
 from __future__ import annotations
 
+import select
 import struct
 import time
 import uuid
@@ -405,6 +406,41 @@ def test_a_produce_answered_by_the_front_is_visible_to_list_offsets_and_fetch_at
                 assert part.records, "the answered record is not fetchable"
     # all but the first (a new connection's first request is read before the connection is idle)
     assert front_served(front) >= before + 199
+
+
+def test_a_long_poll_waiting_in_python_is_woken_by_a_produce_the_front_answered(pair):
+    """The front moves a one-replica partition's high watermark itself and answers at once; a long poll waiting in
+    Python for that partition (a fetch that opens a session is the Python path's) is woken by it, not at its
+    max_wait_ms, for every such produce in a row."""
+    front = pair.brokers[0]
+    fetch_version = 12
+    with WireClient(front.host, front.port) as producer, WireClient(front.host, front.port) as reader:
+        producer.send_raw(produce_frame(9, 80_000, [("plain", [(0, batch())])]))   # the producer's connection idle
+        producer.read_frame()
+        for i in range(5):
+            end = reader.request(ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": "plain", "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                  "timestamp": -1}]}]}).topics[0].partitions[0].offset
+            reader.send_raw(encode_request(ApiKey.FETCH, fetch_version, 81_000 + i, "native-test", {
+                "replica_id": -1, "max_wait_ms": 30_000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": 0, "topics": [{"topic": "plain", "partitions": [
+                    {"partition": 0, "current_leader_epoch": -1, "fetch_offset": end, "last_fetched_epoch": -1,
+                     "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+                "forgotten_topics_data": [], "rack_id": ""}))
+            # the long poll waits (in Python: a fetch opening a session is the Python path's) before the produce
+            readable, _, _ = select.select([reader.sock], [], [], 0.3)
+            assert not readable, "the long poll was answered before anything was produced"
+            before = front_served(front)
+            started = time.monotonic()
+            producer.send_raw(produce_frame(9, 80_001 + i, [("plain", [(0, batch())])]))
+            _, produced = decode_response(ApiKey.PRODUCE, 9, producer.read_frame())
+            assert produced.responses[0].partition_responses[0].base_offset == end
+            assert front_served(front) == before + 1   # the front answered it (and it is counted at once)
+            _, fetched = decode_response(ApiKey.FETCH, fetch_version, reader.read_frame())
+            waited = time.monotonic() - started
+            part = fetched.responses[0].partitions[0]
+            assert part.error_code == 0 and part.high_watermark == end + 1 and part.records, i
+            assert waited < 15, f"the long poll was answered at its max_wait_ms ({waited:.1f} s), not woken"
 
 
 def _until(condition: Any, timeout: float = 10.0) -> bool:

@@ -144,6 +144,24 @@ def test_cpu_per_gb_is_read_against_the_kernels_floor_measured_in_the_same_run()
 
 
 
+def test_klogs_system_time_alone_is_read_against_kafkas_whole_cpu_per_gb() -> None:
+    data = _data([(10, 20, 0)] * 3)
+    for session in data["sessions"]:
+        kafka = session["broker"] == "kafka"
+        session["results"]["produce/java/100B/1p/acks=1"].update(cpu_s_per_gb=2.0 if kafka else 0.5)
+    name = "produce CPU s/GB, klog's system time alone"
+    assert name not in headline_ratios(Results(data))   # results measured before the system time was
+    for session in data["sessions"]:
+        kafka = session["broker"] == "kafka"
+        session["results"]["produce/java/100B/1p/acks=1"].update(system_s_per_gb=0.5 if kafka else 0.4)
+    res = Results(data)
+    # klog's 0.4 s/GB of system time against Kafka's whole 2.0 s/GB
+    assert headline_ratios(res)[name][0] == pytest.approx(0.2)
+    text = "\n".join(limits_analysis(res))
+    assert "(system time over the broker's CPU, per workload, median, min–max): klog 80%, Kafka 25%" in text
+    assert "klog's system time alone is 0.20× Kafka's whole CPU per GB" in text
+
+
 def test_the_analysis_gives_the_load_generators_cpu_and_the_ratio_the_cores_allow() -> None:
     data = _data([(10, 20, 0)] * 3)
     assert "Who used the cores" not in "\n".join(limits_analysis(Results(data)))   # recorded since 2026-12-06

@@ -45,16 +45,20 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def cpu_seconds(pid: int, children: bool = True) -> float:
+def cpu_seconds(pid: int, children: bool = True, *, system_only: bool = False) -> float:
     """User + system CPU seconds used so far by the process (all threads), its live descendants and the
-    descendants it has reaped."""
+    descendants it has reaped; ``system_only``: the system part alone (the kernel's work for them: system calls,
+    page faults, the softirqs that ran in their context)."""
     f = _stat_fields(pid)
-    ticks = int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])  # utime stime cutime cstime (fields 14-17)
+    if system_only:
+        ticks = int(f[12]) + int(f[14])  # stime cstime (fields 15 and 17)
+    else:
+        ticks = int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])  # utime stime cutime cstime (fields 14-17)
     total = ticks / CLOCK_TICKS_PER_S
     if children:
         for child in descendants(pid):
             try:
-                total += cpu_seconds(child, children=False)
+                total += cpu_seconds(child, children=False, system_only=system_only)
             except OSError:  # exited meanwhile: its time moves to the parent's cutime
                 continue
     return total
@@ -166,6 +170,7 @@ class Usage:
     peak_rss: int          # VmHWM after the workload (peak since the reset before it)
     steady_rss: int        # median VmRSS over the second half of the workload
     runqueue_wait_s: float = float("nan")  # broker threads' time runnable but not running (other load)
+    system_s: float = float("nan")  # the system part of cpu_s (the kernel's work for the broker)
     samples: list[int] = field(default_factory=list, repr=False)
 
 
@@ -190,6 +195,7 @@ class UsageMeter:
     def __enter__(self) -> UsageMeter:
         self._hwm_reset = reset_peak_rss(self.pid)
         self._cpu0 = cpu_seconds(self.pid)
+        self._system0 = cpu_seconds(self.pid, system_only=True)
         self._wait0 = runqueue_wait_seconds(self.pid)
         self._t0 = time.monotonic()
         self._thread.start()
@@ -202,13 +208,15 @@ class UsageMeter:
         samples = self._samples or [0]
         try:
             cpu = cpu_seconds(self.pid) - self._cpu0
+            system = cpu_seconds(self.pid, system_only=True) - self._system0
             wait = runqueue_wait_seconds(self.pid) - self._wait0
             peak = peak_rss_bytes(self.pid) if self._hwm_reset else max(samples)
         except OSError:
-            cpu, wait, peak = float("nan"), float("nan"), max(samples)
+            cpu, system, wait, peak = float("nan"), float("nan"), float("nan"), max(samples)
         half = samples[len(samples) // 2:]
         self.usage = Usage(cpu_s=cpu, wall_s=wall, peak_rss=max(peak, max(samples)),
-                           steady_rss=int(statistics.median(half)), samples=samples, runqueue_wait_s=wait)
+                           steady_rss=int(statistics.median(half)), samples=samples, runqueue_wait_s=wait,
+                           system_s=system)
 
 
 #: ``PF_KTHREAD`` in the flags field of /proc/<pid>/stat: a kernel thread (writeback, softirq, workqueues).

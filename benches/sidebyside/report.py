@@ -366,6 +366,13 @@ def headline_ratios(res: Results) -> dict[str, tuple[float | None, str]]:
             f"{res.data['machine']['produce_floor_cpu_s_per_gb']:.2f} s/GB, 'This machine's limits') would show "
             f"against Kafka's, geometric mean over the same {len(floors)} workloads: the lowest any broker can "
             "reach here")
+    kernel_share = klog_system_ratios(res)
+    if kernel_share:
+        heads["produce CPU s/GB, klog's system time alone"] = (
+            _geomean(list(kernel_share.values())),
+            "the ratio klog would show if its own code cost nothing and the kernel's work it causes (system calls, "
+            f"wake-ups, the page cache; its system CPU time) stayed as it is, geometric mean over {len(kernel_share)} "
+            "produce workloads: what klog's CPU per GB cannot go below without fewer system calls and wake-ups")
     peak = res.session_ratio({b: res.peak_rss_per_run(b) for b in BROKERS})
     if peak:
         heads["peak RSS"] = (peak.median, "highest peak RSS of a run, per-run ratio, median over runs")
@@ -461,6 +468,17 @@ def kernel_floor_ratios(res: Results) -> dict[str, float]:
         kafka = res.stat("kafka", w, "cpu_s_per_gb")
         if kafka and kafka.median > 0:
             out[w] = floor / kafka.median
+    return out
+
+
+def klog_system_ratios(res: Results) -> dict[str, float]:
+    """Produce workload -> klog's system CPU per GB (the kernel's work for it) over Kafka's whole CPU per GB: the
+    ratio klog would show if its own code cost nothing. Empty for results measured before the system time was."""
+    out = {}
+    for w in res.ids("produce"):
+        system, kafka = res.stat("klog", w, "system_s_per_gb"), res.stat("kafka", w, "cpu_s_per_gb")
+        if system and kafka and kafka.median > 0:
+            out[w] = system.median / kafka.median
     return out
 
 
@@ -682,6 +700,16 @@ def limits_analysis(res: Results) -> list[str]:
                  f"(median, min–max). A broker that spent nothing of its own would stand at "
                  f"{_geomean(list(floors.values())):.2f}× Kafka's CPU per GB over these workloads (geometric mean): "
                  "a target below that is out of reach for any broker on this machine.")
+    kernel_share = klog_system_ratios(res)
+    if kernel_share:
+        shares = {b: Stat([res.stat(b, w, "system_s_per_gb").median / res.stat(b, w, "cpu_s_per_gb").median
+                           for w in res.ids("produce")
+                           if res.stat(b, w, "system_s_per_gb") and res.stat(b, w, "cpu_s_per_gb")]) for b in BROKERS}
+        L.append(f"- **The kernel's share of a produce's CPU** (system time over the broker's CPU, per workload, "
+                 f"median, min–max): klog {shares['klog'].fmt(2, 100)}%, Kafka {shares['kafka'].fmt(2, 100)}%. klog's "
+                 f"system time alone is {_geomean(list(kernel_share.values())):.2f}× Kafka's whole CPU per GB "
+                 "(geometric mean over these workloads): below that, klog's CPU per GB moves only with fewer system "
+                 "calls and wake-ups per byte, not with faster code of its own.")
     peak = res.session_ratio({b: res.peak_rss_per_run(b) for b in BROKERS})
     if peak:
         L.append(f"- **Memory**: klog's highest peak RSS is {peak.median:.2f}× Kafka's (per run, median) with "

@@ -202,7 +202,9 @@ def run_workload(broker: RunningBroker, w: Workload, workdir: Path,
     out.update(cpu_s=u.cpu_s, wall_s=u.wall_s, runqueue_wait_s=u.runqueue_wait_s, peak_rss=u.peak_rss,
                steady_rss=u.steady_rss,
                payload_gb=payload_bytes / 1e9,
-               cpu_s_per_gb=u.cpu_s / (payload_bytes / 1e9) if payload_bytes else None)
+               cpu_s_per_gb=u.cpu_s / (payload_bytes / 1e9) if payload_bytes else None,
+               system_s=u.system_s,
+               system_s_per_gb=u.system_s / (payload_bytes / 1e9) if payload_bytes else None)
     return out
 
 

@@ -226,8 +226,8 @@ class BrokerState:
                                        on_follower_truncated=self._follower_truncated, controller=isr_channel,
                                        connector=self.inter_broker,
                                        restored_high_watermarks=restored_high_watermarks,
-                                       last_stable_offset=self.producers.last_stable_offset if bounded_cleaner
-                                       else None)
+                                       first_unstable_offset=self.producers.first_unstable_offset
+                                       if bounded_cleaner else None)
         #: leader.replication.throttled.rate for the replica fetches this broker answers (the Fetch handler)
         self.leader_throttle = ReplicationThrottle.leader(config.node_id, lambda: self.replicas.image, config,
                                                           monotonic_ms)

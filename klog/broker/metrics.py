@@ -274,6 +274,9 @@ def take_snapshot(server: Any) -> Snapshot:
     from klog.broker.handlers.metadata import topic_entry
 
     state = server.state
+    front = getattr(server, "front", None)
+    if front is not None:   # what the native front served and has not handed over yet, accounted first
+        front.on_ready()
     metrics: BrokerMetrics = server.metrics
     snap = Snapshot(node_id=state.node_id)
     snap.requests = {key: h.copy() for key, h in metrics.request_time_ms.items()}

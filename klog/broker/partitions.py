@@ -602,6 +602,8 @@ class PartitionManager:
         registry = self._replica_waiters if replica else self._share_waiters if share else self._consumer_waiters
         for key in keys:
             registry.setdefault(key, []).append(future)
+        if not replica:
+            self._note_waited(keys, True)
         # One timer that answers the future itself rather than asyncio.wait_for, which adds a second future, a done
         # callback and a cancellation to every long poll: most consumer fetches on caught-up partitions expire.
         timer = loop.call_later(timeout_s, _answer, future)
@@ -620,6 +622,20 @@ class PartitionManager:
                         pass
                     if not waiters:
                         del registry[key]
+            if not replica:
+                self._note_waited([k for k in keys if k not in self._consumer_waiters and k not in self._share_waiters],
+                                  False)
+
+    def _note_waited(self, keys: Iterable[tuple[str, int]], waited: bool) -> None:
+        """Tell the logs of ``keys`` whether a long poll waits here for their high watermark: the native front, which
+        moves the high watermark of a partition with one replica itself, then wakes the event loop at once to wake
+        it (else within its accounting interval). A move that lands just before the flag is set is seen at that
+        interval."""
+        logs = self._logs
+        for key in keys:
+            log_ = logs.get(key)
+            if log_ is not None:
+                log_.high_watermark_waited = waited
 
     # ---- maintenance --------------------------------------------------------------------------------
 

@@ -47,6 +47,8 @@ DELETE_HORIZON_FLAG = 0x40
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1
 #: completed transactions per partition remembered for a follower's truncation (their markers may be cut off)
 COMPLETED_TO_RETAIN = 1000
+#: ``PartitionLog.first_unstable_offset`` of a partition without transactions: no bound (the log's own initial value)
+NO_UNSTABLE_OFFSET = 2**63 - 1
 
 NONE = ErrorCode.NONE
 OUT_OF_ORDER_SEQUENCE_NUMBER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
@@ -311,6 +313,15 @@ class ProducerStateManager:
                 break   # markers are appended in offset order: the older ones are replicated too
             lso = min(lso, done.first_offset)
         return lso
+
+    def first_unstable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
+        """The bound the partition's log keeps for its transactions (``PartitionLog.first_unstable_offset``: the
+        cleaner stays below it, the native front moves the high watermark no further): the last stable offset of a
+        partition that keeps transaction state, else none (NO_UNSTABLE_OFFSET). The log itself lowers it when a
+        transactional batch is appended, before this state learns the transaction."""
+        if (topic, partition) not in self._txns:
+            return NO_UNSTABLE_OFFSET
+        return self.last_stable_offset(topic, partition, high_watermark)
 
     def aborted_txns(self, topic: str, partition: int, fetch_offset: int, upper_offset: int) -> list[CompletedTxn]:
         """The aborted transactions a read_committed fetch of [fetch_offset, upper_offset) must skip: those that

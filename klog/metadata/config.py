@@ -439,9 +439,17 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "read idle plaintext connections (no SASL, no TLS, no authorizer) on a native epoll thread that serves "
        "their Produce requests without the event loop when the native Produce path needs no decision of the "
        "broker's (partitions this broker leads, no producer id, acks=0/1, acks=all on an unreplicated partition; "
-       "no client quota, no request tracing); answers are sent once the event loop has accounted the appends "
-       "(one wake-up for many requests); the first other request gives the connection back to the event loop "
-       "until it is idle again. Needs klog.produce.native.enable and klog.network.writer.thread.enable"),
+       "no client quota, no request tracing). A request whose partitions all have one replica and are not compacted "
+       "is answered at once (the front moves their high watermarks itself) and accounted by the event loop within "
+       "klog.network.native.front.account.interval.ms; other answers are sent once the event loop has accounted "
+       "the appends (one wake-up for many requests); the first other request gives the connection back to the "
+       "event loop until it is idle again. Needs klog.produce.native.enable and klog.network.writer.thread.enable"),
+    _k("klog.network.native.front.account.interval.ms", "int", 5,
+       "the longest the event loop waits to account the Produce requests the native front answered itself (their "
+       "metrics, the wake-ups of follower fetches and of Python's long polls; a long poll waiting in Python for one "
+       "of their partitions has it accounted at once): one event loop wake-up for all the requests of an interval "
+       "instead of one for every few. 0: after every read of the front's, as the answers it holds",
+       at_least(0)),
     _k("klog.network.native.front.frame.max.bytes", "int", 2 * 1024 * 1024,
        "the largest Produce frame the native front reads whole, into a buffer of its own freed once the frame is "
        "served (a throughput producer's request: batch.size bytes for each of many partitions); larger frames, "

@@ -8,10 +8,15 @@ unreplicated partition) with no event loop wake-up per request. The first frame 
 connection back: :meth:`FrontLink.on_ready` hands the bytes from that frame on to the connection, which reads the
 socket again until it is idle once more (requests are answered in order throughout).
 
-The front's answers wait for :meth:`FrontLink.on_ready`, one event loop wake-up for all the requests served since the
-last one: it drives what the Python path drives after its appends (the replica manager's high watermark, the
-followers' and consumers' wake-ups, the metrics, a failed append's log dir and an acks=0 failure's close), then
-releases the answers, so a Produce answered is visible to a Fetch as on Kafka. The front serves nothing while a
+:meth:`FrontLink.on_ready`, one event loop wake-up for all the requests served since the last one, drives what the
+Python path drives after its appends (the replica manager's high watermark, the followers' and consumers' wake-ups,
+the metrics, a failed append's log dir and an acks=0 failure's close), then releases the answers it held, so a
+Produce answered is visible to a Fetch as on Kafka. A request whose partitions all have one replica and are not
+compacted is not held: the front moves their high watermarks itself (never past a transaction's first offset) and
+answers at once, and wakes the event loop for it within its accounting interval (5 ms), or at once when a long poll
+waits here for one of those partitions (``PartitionLog.high_watermark_waited``, :meth:`ReplicaManager.front_appended
+<klog.broker.replication.manager.ReplicaManager.front_appended>`). The counters count what the front served and has not
+handed over yet (:meth:`BrokerServer.stats`; a metrics scrape accounts it first). The front serves nothing while a
 client quota is set or requests are traced (:meth:`FrontLink.refresh`); a broker with an authorizer never starts
 it.
 
@@ -87,7 +92,9 @@ class FrontLink:
                                                buffer_bytes=SMALL_FRAME_BYTES + 4,
                                                max_queued_bytes=limits.max_buffered_bytes,
                                                max_frame_bytes=limits.front_max_frame_bytes,
-                                               max_held_bytes=limits.front_max_held_bytes, **fetch_args)
+                                               max_held_bytes=limits.front_max_held_bytes,
+                                               account_interval_ms=config["klog.network.native.front.account.interval.ms"],
+                                               **fetch_args)
         #: connections the front gave back (at a frame it does not serve, or at their end)
         self.handoffs = 0
         #: connection id -> the connection, while the front reads it
@@ -167,7 +174,7 @@ class FrontLink:
             broker.native_front_requests += requests
             replicas = state.replicas
             for topic, partition in partitions:
-                replicas.appended_natively(topic, partition)
+                replicas.front_appended(topic, partition)
             metrics: BrokerMetrics | None = broker.metrics
             if metrics is not None:
                 for topic, nbytes, records, batches in produced:

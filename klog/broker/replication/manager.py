@@ -73,11 +73,12 @@ class ReplicaManager:
                  on_follower_truncated: Callable[[Key, int], None] = lambda key, end: None,
                  controller: ControllerConnection | None = None, connector: Any = None,
                  restored_high_watermarks: Mapping[Key, int] | None = None,
-                 last_stable_offset: Callable[[str, int, int], int] | None = None) -> None:
+                 first_unstable_offset: Callable[[str, int, int], int] | None = None) -> None:
         """``restored_high_watermarks``: what the last clean stop checkpointed (klog.broker.clean_shutdown);
-        ``last_stable_offset(topic, partition, high watermark)``: the partition's transactions' bound (the log
-        cleaner never cleans past it)."""
-        self.last_stable_offset = last_stable_offset
+        ``first_unstable_offset(topic, partition, high watermark)``: the partition's transactions' bound (the log
+        cleaner never cleans past it, the native front never moves the high watermark past it; no bound for a
+        partition without transactions)."""
+        self.first_unstable_offset = first_unstable_offset
         self.node_id = node_id
         self.config = config
         self.partitions = partitions
@@ -398,6 +399,15 @@ class ReplicaManager:
         self.partitions.wake_replicas(key)
         self._leader_appended(key)
 
+    def front_appended(self, topic: str, partition: int) -> None:
+        """The native front appended to ``topic``-``partition`` (:meth:`appended_natively`); of a partition with one
+        replica it may have moved the high watermark itself (``klog._native.NativeFront``), which the mirror then
+        finds in place: the consumers waiting here are woken all the same."""
+        self.appended_natively(topic, partition)
+        key = (topic, partition)
+        if key not in self._replicated:
+            self.partitions.wake(key)
+
     def is_replicated(self, topic: str, partition: int) -> bool:
         """A local partition with more than one replica (its high watermark follows the ISR)."""
         return (topic, partition) in self._replicated
@@ -531,10 +541,10 @@ class ReplicaManager:
     def _mirror_high_watermark(self, key: Key, native: Any, high_watermark: int) -> None:
         """The only writer of a native log's high watermark (reads stop there), set to what its owner decided: the
         partition's leader state, its follower state, or the log end of a partition with one replica."""
-        if self.last_stable_offset is not None:
+        if self.first_unstable_offset is not None:
             # before the high watermark moves: the cleaner must never see a high watermark past an open
             # transaction without the bound that keeps it below that transaction
-            native.first_unstable_offset = self.last_stable_offset(key[0], key[1], high_watermark)
+            native.first_unstable_offset = self.first_unstable_offset(key[0], key[1], high_watermark)
         old = native.high_watermark
         if high_watermark != old:
             native.high_watermark = high_watermark

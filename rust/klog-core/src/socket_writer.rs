@@ -106,6 +106,44 @@ impl Shared {
     fn schedule(&self, conn: Arc<Conn>) {
         lock(&self.ready).push(conn);
     }
+
+    /// Send what was queued since the last kick: on the calling thread when only a few connections have
+    /// something (waking the writer thread would cost more than the sends), else on the writer thread.
+    fn kick(&self) {
+        let batch: Vec<Arc<Conn>> = {
+            let mut ready = lock(&self.ready);
+            if ready.is_empty() {
+                return;
+            }
+            if ready.len() > INLINE_FLUSH_MAX_CONNECTIONS {
+                drop(ready);
+                Shared::signal(self.kick_fd);
+                return;
+            }
+            ready.drain(..).collect()
+        };
+        let mut leftover = Vec::new();
+        for conn in batch {
+            let mut st = lock(&conn.state);
+            // connections waiting for writability, closing or watched belong to the writer thread
+            if st.closed || st.registered || st.closing || st.notify_when_empty {
+                drop(st);
+                leftover.push(conn);
+                continue;
+            }
+            let wait = conn.flush(&mut st);
+            if wait || st.error.is_some() {
+                drop(st);
+                leftover.push(conn);
+            } else {
+                st.scheduled = false;
+            }
+        }
+        if !leftover.is_empty() {
+            lock(&self.ready).extend(leftover);
+            Shared::signal(self.kick_fd);
+        }
+    }
 }
 
 impl Drop for Shared {
@@ -154,6 +192,13 @@ impl Conn {
             self.shared.schedule(self.clone());
         }
         Ok(queued)
+    }
+
+    /// `SocketWriter::kick` from a thread that holds only connections (the native front, after queueing
+    /// the answers of one pass over its ready connections with `send_chunks`): every connection's queued
+    /// bytes go, on this thread when few have any, else on the writer thread.
+    pub fn kick_writer(&self) {
+        self.shared.kick();
     }
 
     /// Append `chunks` (`n` bytes) to the queue, under the state lock the caller goes on with; the bytes now
@@ -408,39 +453,7 @@ impl SocketWriter {
     /// Send what was queued since the last kick: on the calling thread when only a few connections have
     /// something (waking the writer thread would cost more than the sends), else on the writer thread.
     pub fn kick(&self) {
-        let batch: Vec<Arc<Conn>> = {
-            let mut ready = lock(&self.shared.ready);
-            if ready.is_empty() {
-                return;
-            }
-            if ready.len() > INLINE_FLUSH_MAX_CONNECTIONS {
-                drop(ready);
-                Shared::signal(self.shared.kick_fd);
-                return;
-            }
-            ready.drain(..).collect()
-        };
-        let mut leftover = Vec::new();
-        for conn in batch {
-            let mut st = lock(&conn.state);
-            // connections waiting for writability, closing or watched belong to the writer thread
-            if st.closed || st.registered || st.closing || st.notify_when_empty {
-                drop(st);
-                leftover.push(conn);
-                continue;
-            }
-            let wait = conn.flush(&mut st);
-            if wait || st.error.is_some() {
-                drop(st);
-                leftover.push(conn);
-            } else {
-                st.scheduled = false;
-            }
-        }
-        if !leftover.is_empty() {
-            lock(&self.shared.ready).extend(leftover);
-            Shared::signal(self.shared.kick_fd);
-        }
+        self.shared.kick();
     }
 
     /// Wake the writer thread for an aborted connection registered with epoll (it deregisters and closes it).

@@ -2,10 +2,14 @@
 //! connections the broker hands it, cuts their frames (`klog_core::front`) and serves each Produce
 //! the native Produce path serves without asking Python anything (`native_produce::serve_frame`
 //! with `NoHooks`: routed partitions, no producer id, acks 0/1, acks=all on unreplicated
-//! partitions) without the event loop. Its answers are held until the broker's Python side has
-//! accounted the appends (`take`: the high watermark, follower and consumer wake-ups, metrics; one
-//! wake-up of the event loop for every request served since the last one), then sent (`release`):
-//! a Produce answered is visible to a Fetch, as Kafka's. At the first frame it does not serve (any
+//! partitions) without the event loop. A request whose partitions all have one replica and are not
+//! compacted is answered at once: the front moves their high watermarks to their log ends itself
+//! (never past a transaction's first offset, `first_unstable_offset`), so a Produce answered is
+//! visible to a Fetch, as Kafka's, and the event loop accounts those appends (follower and consumer
+//! wake-ups, metrics) within `account_interval`, one wake-up for all of them, or at once when
+//! a long poll in Python waits for one of those partitions (`high_watermark_waited`). Any other
+//! answer is held until the event loop has accounted the appends (`take`: the high watermark, the
+//! wake-ups, metrics), then sent (`release`). At the first frame it does not serve (any
 //! other request, a Produce needing a decision, an append that failed, end of stream) the front
 //! gives the connection back: it stops reading it and hands the bytes it holds, from that frame
 //! on, to the event loop (`take`'s hand-offs), which reads the connection again until it is idle.
@@ -142,13 +146,9 @@ struct Pending {
     /// ended or failed: the event loop then reads the end and closes it, never handing it back, the
     /// long poll parked from the front and not yet known answered: (park id, frame)).
     handoffs: Vec<Handoff>,
+    /// A high watermark the front moved is waited for in Python (`PartitionLog::high_watermark_waited`).
+    waited: bool,
     signalled: bool,
-}
-
-impl Pending {
-    fn is_empty(&self) -> bool {
-        self.requests == 0 && self.handoffs.is_empty()
-    }
 }
 
 struct Shared {
@@ -166,6 +166,9 @@ struct Shared {
     max_frame_bytes: usize,
     /// The bytes of the grown buffers, across connections, within their bound.
     memory: Mutex<FrontMemory>,
+    /// The longest the event loop waits to account the requests whose answers the front sent itself
+    /// (`klog.network.native.front.account.interval.ms`).
+    account_interval: Duration,
     /// Frames over the small buffer served (read whole in a grown buffer).
     large_frames: AtomicU64,
     /// A connection whose send queue holds this much (a client reading slowly) is given back: the event loop
@@ -209,7 +212,7 @@ fn now_ms() -> i64 {
 /// Serve what connection `id` has to read (given back at the first frame the front does not serve).
 /// `spare`: the front thread's read buffer, lent to a connection that holds nothing (most reads carry
 /// whole requests, so idle connections keep no buffer of their own; see `InBuf::lend`).
-fn serve_connection(shared: &Shared, id: u64, spare: &mut Vec<u8>) {
+fn serve_connection(shared: &Shared, id: u64, spare: &mut Vec<u8>, queued: &mut Option<Arc<SendQueue>>) {
     let mut conns = lock(&shared.conns);
     let Some(conn) = conns.get_mut(&id) else {
         return; // unregistered meanwhile
@@ -279,8 +282,23 @@ fn serve_connection(shared: &Shared, id: u64, spare: &mut Vec<u8>) {
             break;
         };
         let response = served.response();
+        // the answer leaves at once when every partition appended is one whose high watermark the front
+        // moves itself (`own_watermark`) and that now covers the batch: a Produce answered is visible to
+        // a Fetch, as Kafka's. Else it waits for the event loop's accounting (`release`).
+        let mut direct = response.is_some();
+        let mut waited = false;
+        for (what, _) in &served.answers {
+            direct &= match what {
+                Answer::Appended { own_watermark: Some(log), info, .. } => {
+                    waited |= log.high_watermark_waited();
+                    advance_own_watermark(log) > info.last_offset
+                }
+                _ => false,
+            };
+        }
         let mut pending = lock(&shared.pending);
         pending.requests += 1;
+        pending.waited |= waited;
         pending.latencies_ms.push(started.elapsed().as_secs_f64() * 1000.0);
         let mut failed = false;
         for (what, _) in &served.answers {
@@ -315,8 +333,15 @@ fn serve_connection(shared: &Shared, id: u64, spare: &mut Vec<u8>) {
                 }
             }
         }
+        // (a connection's answers leave in order: one held before this one, here or being sent by
+        // `release`, holds this one too)
+        let mut send_now = None;
         if let Some(response) = response {
-            pending.held.push((id, conn.queue.clone(), response));
+            if direct && !pending.held.iter().any(|(c, _, _)| *c == id) && !lock(&shared.taken).iter().any(|(c, _, _)| *c == id) {
+                send_now = Some(response);
+            } else {
+                pending.held.push((id, conn.queue.clone(), response));
+            }
         }
         drop(pending);
         conn.buf.consume(len);
@@ -324,6 +349,16 @@ fn serve_connection(shared: &Shared, id: u64, spare: &mut Vec<u8>) {
         if released > 0 {
             lock(&shared.memory).release(released);
             shared.large_frames.fetch_add(1, Ordering::Relaxed);
+        }
+        // (after the counters: a client that reads the answer then the counters finds it counted)
+        // Queued in order behind the connection's earlier answers; sent once this pass over the ready
+        // connections is done (`run`: on this thread when few connections have answers, else on the
+        // socket writer's, so that many connections' sends run beside the next reads)
+        if let Some(response) = send_now {
+            if conn.queue.send_chunks(vec![Chunk::Bytes(response)]).is_ok() {
+                // (a closed connection drops it)
+                *queued = Some(conn.queue.clone());
+            }
         }
         // a failed append: the broker judges the connection (an acks=0 one is closed) before its next request
         give_back = failed;
@@ -335,6 +370,19 @@ fn serve_connection(shared: &Shared, id: u64, spare: &mut Vec<u8>) {
         shared.forget(conn);
     } else {
         conn.buf.give_back(spare);
+    }
+}
+
+/// Move the high watermark of a log the front owns it for (one replica, not compacted) to its log
+/// end, never past the first unstable offset the broker set (a transaction's start: the broker
+/// moves it past that once it has accounted the transaction). The high watermark now.
+fn advance_own_watermark(log: &klog_core::storage::PartitionLog) -> i64 {
+    let target = log.log_end_offset().min(log.first_unstable_offset());
+    let now = log.high_watermark();
+    if target > now {
+        log.set_high_watermark(target)
+    } else {
+        now
     }
 }
 
@@ -387,7 +435,7 @@ fn answers_held(shared: &Shared, id: u64) -> bool {
 
 /// The connections whose long polls the wait table sent back (given back: the event loop serves them),
 /// or answered while the connection's next request waited behind it (served now).
-fn give_back_returned(shared: &Shared, spare: &mut Vec<u8>) {
+fn give_back_returned(shared: &Shared, spare: &mut Vec<u8>, queued: &mut Option<Arc<SendQueue>>) {
     let Some(fetch) = &shared.fetch else {
         return;
     };
@@ -404,7 +452,7 @@ fn give_back_returned(shared: &Shared, spare: &mut Vec<u8>) {
     // (a connection given back meanwhile took its long poll with it: the event loop owns it); one sent
     // back is given back at its next frame, or now if it has none yet
     for id in holders {
-        serve_connection(shared, id, spare);
+        serve_connection(shared, id, spare, queued);
         let mut conns = lock(&shared.conns);
         let Some(conn) = conns.get(&id) else { continue };
         let returned = conn.parked.as_ref().is_some_and(|(p, _)| fetch.routes.waits.behind(*p) == Behind::Returned);
@@ -478,11 +526,22 @@ fn run(shared: Arc<Shared>) {
     // the read buffer lent to each connection read that holds nothing (serve_connection)
     let mut spare: Vec<u8> = Vec::new();
     let mut fetches_counted = Instant::now();
+    let mut produce_accounted = Instant::now();
+    // a connection whose answer this pass queued (`serve_connection`), to kick the socket writer with
+    let mut queued: Option<Arc<SendQueue>> = None;
     loop {
-        // Fetch requests served and not counted yet: wake to have them counted within the interval
-        let timeout_ms = match shared.fetch.as_ref().map_or(0, |f| f.uncounted.load(Ordering::Relaxed)) {
-            0 => -1,
-            _ => FETCH_ACCOUNT_INTERVAL.saturating_sub(fetches_counted.elapsed()).as_millis() as i32 + 1,
+        // requests served and not accounted yet: wake to have them accounted within their interval
+        let fetch_due = match shared.fetch.as_ref().map_or(0, |f| f.uncounted.load(Ordering::Relaxed)) {
+            0 => None,
+            _ => Some(FETCH_ACCOUNT_INTERVAL.saturating_sub(fetches_counted.elapsed())),
+        };
+        let produce_due = {
+            let pending = lock(&shared.pending);
+            (pending.requests > 0 && !pending.signalled).then(|| shared.account_interval.saturating_sub(produce_accounted.elapsed()))
+        };
+        let timeout_ms = match (fetch_due, produce_due) {
+            (None, None) => -1,
+            (a, b) => a.into_iter().chain(b).min().expect("one is set").as_millis() as i32 + 1,
         };
         // SAFETY: waits on our own epoll set into a live buffer of EVENTS entries.
         let n = unsafe { libc::epoll_wait(shared.epfd, events.as_mut_ptr(), EVENTS as i32, timeout_ms) };
@@ -499,16 +558,25 @@ fn run(shared: Arc<Shared>) {
                 continue;
             }
             if token == RETURNED_TOKEN {
-                give_back_returned(&shared, &mut spare);
+                give_back_returned(&shared, &mut spare, &mut queued);
                 continue;
             }
-            serve_connection(&shared, token, &mut spare);
+            serve_connection(&shared, token, &mut spare, &mut queued);
+        }
+        // the answers this pass queued (one kick of the socket writer for all of them)
+        if let Some(queue) = queued.take() {
+            queue.kick_writer();
         }
         let fetches = shared.fetch.as_ref().map_or(0, |f| f.uncounted.load(Ordering::Relaxed));
         let count_fetches = fetches >= FETCH_ACCOUNT_EVERY || (fetches > 0 && fetches_counted.elapsed() >= FETCH_ACCOUNT_INTERVAL);
         let mut pending = lock(&shared.pending);
-        if (!pending.is_empty() || count_fetches) && !pending.signalled {
+        // answers held, connections given back, failed appends: now; appends whose answers left already:
+        // once per interval (one event loop wake-up for all of them)
+        let urgent = pending.waited || !pending.held.is_empty() || !pending.handoffs.is_empty() || !pending.failures.is_empty();
+        let produce_due = pending.requests > 0 && produce_accounted.elapsed() >= shared.account_interval;
+        if (urgent || produce_due || count_fetches) && !pending.signalled {
             fetches_counted = Instant::now();
+            produce_accounted = fetches_counted;
             pending.signalled = true;
             signal(shared.notify_fd);
         }
@@ -532,7 +600,7 @@ impl PyNativeFront {
     /// wait table on) it serves the Fetch requests (up to `fetch_max_version`) of the connections
     /// registered with `fetch` that the path serves without Python, parking the caught-up long polls.
     #[new]
-    #[pyo3(signature = (routes, *, max_version, buffer_bytes, max_queued_bytes, max_frame_bytes=0, max_held_bytes=0, fetch_routes=None, fetch_max_version=-1, fetch_max_bytes=0))]
+    #[pyo3(signature = (routes, *, max_version, buffer_bytes, max_queued_bytes, max_frame_bytes=0, max_held_bytes=0, account_interval_ms=5, fetch_routes=None, fetch_max_version=-1, fetch_max_bytes=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         routes: Py<PyProduceRoutes>,
@@ -541,6 +609,7 @@ impl PyNativeFront {
         max_queued_bytes: usize,
         max_frame_bytes: usize,
         max_held_bytes: usize,
+        account_interval_ms: u64,
         fetch_routes: Option<Py<PyFetchRoutes>>,
         fetch_max_version: i16,
         fetch_max_bytes: i64,
@@ -610,6 +679,7 @@ impl PyNativeFront {
             buffer_bytes: buffer_bytes.max(64),
             max_frame_bytes,
             memory: Mutex::new(FrontMemory::new(max_held_bytes)),
+            account_interval: Duration::from_millis(account_interval_ms),
             large_frames: AtomicU64::new(0),
             max_queued_bytes,
             enabled: AtomicBool::new(true),
@@ -687,6 +757,12 @@ impl PyNativeFront {
             }
             None => false,
         }
+    }
+
+    /// The Produce requests the front served that `take` has not handed over yet (their answers may
+    /// have left: a count read now includes them).
+    fn unaccounted_requests(&self) -> u64 {
+        lock(&self.shared.pending).requests
     }
 
     /// The Fetch requests the front answered or parked since the last call (the event loop counts them).
@@ -776,11 +852,15 @@ impl PyNativeFront {
 
     /// Send the answers `take` held (their appends are accounted), each connection's in order.
     fn release(&self, py: Python<'_>) {
-        let taken = std::mem::take(&mut *lock(&self.shared.taken));
-        if taken.is_empty() {
+        if lock(&self.shared.taken).is_empty() {
             return;
         }
+        let shared = &self.shared;
         py.detach(move || {
+            // held through the sends: the front sends a connection's next answer itself only once
+            // none of its earlier ones is here (serve_connection)
+            let mut held = lock(&shared.taken);
+            let taken = std::mem::take(&mut *held);
             // one send per connection: its answers in order, in one buffer
             let mut order: Vec<(Arc<SendQueue>, Vec<u8>)> = Vec::new();
             let mut at: HashMap<u64, usize> = HashMap::new();

@@ -243,6 +243,9 @@ pub(crate) enum Answer {
         producer: (i64, i16, i32, i32),
         transactional: bool,
         info: core::AppendInfo,
+        /// The log, when its high watermark is its log end's as far as replication goes (one replica) and
+        /// the cleaner does not read it (not compacted): the native front may move it (see front.rs).
+        own_watermark: Option<Arc<core::PartitionLog>>,
     },
     Failed { topic: usize, partition: i32, code: i16, message: String, errno: Option<i32>, dir: String },
 }
@@ -613,6 +616,7 @@ fn append_checked(
     let mut answers = Vec::with_capacity(planned.len());
     for ((t, index, _, _), c) in planned.iter().zip(checked) {
         let (t, index) = (*t, *index);
+        let own_watermark = (!c.route.replicated && !c.route.compacted).then(|| c.route.log.clone());
         match c.route.log.append_produced(&c.data, &c.batch, c.route.leader_epoch, &now) {
             Ok(info) => answers.push((
                 Answer::Appended {
@@ -628,6 +632,7 @@ fn append_checked(
                     ),
                     transactional: c.batch.header().is_transactional(),
                     info,
+                    own_watermark,
                 },
                 PartitionAnswer {
                     index,
@@ -706,7 +711,7 @@ fn native_produce<'py>(
     let failures = PyList::empty(py);
     for (what, _) in &served.answers {
         match what {
-            Answer::Appended { topic, partition, size, records, producer, transactional, info } => {
+            Answer::Appended { topic, partition, size, records, producer, transactional, info, .. } => {
                 let (producer_id, epoch, first_seq, last_seq) = *producer;
                 // more than pyo3's 12 tuple fields: built from a list of objects
                 let item = [

@@ -722,6 +722,17 @@ impl PyPartitionLog {
     fn set_first_unstable_offset(&self, value: i64) {
         self.log.set_first_unstable_offset(value);
     }
+    /// The broker waits for this log's high watermark in Python (a long poll there): the native
+    /// front, which moves the high watermark of logs with one replica itself, then wakes the broker
+    /// at once rather than within its accounting interval.
+    #[getter]
+    fn high_watermark_waited(&self) -> bool {
+        self.log.high_watermark_waited()
+    }
+    #[setter]
+    fn set_high_watermark_waited(&self, waited: bool) {
+        self.log.set_high_watermark_waited(waited);
+    }
     #[getter]
     fn recovery_point(&self) -> i64 {
         self.log.recovery_point()

@@ -175,6 +175,11 @@ struct MaxTimestampAnswer {
     answer: (i64, i64),
 }
 
+/// Whether a record batch header (v2) has the transactional attribute.
+fn is_transactional_header(header: &[u8]) -> bool {
+    header.len() >= 23 && i16::from_be_bytes([header[21], header[22]]) & crate::batch::header::ATTR_TRANSACTIONAL != 0
+}
+
 /// Lock-free attempts of `set_high_watermark` before it takes the log's lock (the bounds moved under
 /// each: a truncation or a log start move racing it).
 const HIGH_WATERMARK_TRIES: usize = 4;
@@ -197,6 +202,9 @@ pub struct PartitionLog {
     /// Called (without the log's lock) after the high watermark moved up: the native Fetch path's
     /// parked long polls on this partition (`hw_watched` says whether one is set, read first).
     on_high_watermark_up: Mutex<Option<Hook>>,
+    /// Someone besides the high watermark hook waits for this log's high watermark to move (the
+    /// broker's Python long polls): whoever moves it without the broker tells the broker at once.
+    high_watermark_waited: AtomicBool,
     hw_watched: AtomicBool,
     /// Called (without the log's lock) after an append as the leader: the native Fetch path's
     /// parked replicas' fetches on this partition (`append_watched` says whether one is set).
@@ -562,6 +570,7 @@ impl PartitionLog {
             recovery_point: AtomicI64::new(recovery_point),
             on_log_start_change: Mutex::new(None),
             on_high_watermark_up: Mutex::new(None),
+            high_watermark_waited: AtomicBool::new(false),
             hw_watched: AtomicBool::new(false),
             on_leader_append: Mutex::new(None),
             append_watched: AtomicBool::new(false),
@@ -651,6 +660,15 @@ impl PartitionLog {
         let v = clamped();
         let previous = self.high_watermark.swap(v, Ordering::AcqRel);
         (replaced.unwrap_or(previous), v)
+    }
+
+    /// Whether the broker waits for this log's high watermark outside the hook (see the field).
+    pub fn high_watermark_waited(&self) -> bool {
+        self.high_watermark_waited.load(Ordering::Acquire)
+    }
+
+    pub fn set_high_watermark_waited(&self, waited: bool) {
+        self.high_watermark_waited.store(waited, Ordering::Release);
     }
 
     /// Whether a high watermark hook is set (`set_high_watermark_hook`).
@@ -795,6 +813,7 @@ impl PartitionLog {
         }
         let base = self.log_end_offset();
         let mut next = base;
+        let mut first_transactional = None;
         for b in batches.iter_mut() {
             let delta = b.last_offset - b.base_offset;
             set_base_offset(&mut b.header, next);
@@ -802,6 +821,15 @@ impl PartitionLog {
             b.base_offset = next;
             b.last_offset = next + delta;
             next = b.last_offset + 1;
+            if first_transactional.is_none() && is_transactional_header(&b.header) {
+                first_transactional = Some(b.base_offset);
+            }
+        }
+        // Before the log end moves past it: a transactional batch bounds the first unstable offset
+        // (the broker sets it again once it has accounted the transaction). Whoever moves the high
+        // watermark from the log end without the broker (the native front) stops there.
+        if let Some(first) = first_transactional {
+            self.first_unstable_offset.fetch_min(first, Ordering::AcqRel);
         }
         let verify = move || match produced {
             Some(p) => Ok(p.verify_crc(records)?),
@@ -1733,6 +1761,25 @@ mod tests {
         log.set_high_watermark(0);
         log.set_high_watermark(3);
         assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_transactional_batch_bounds_the_first_unstable_offset_before_the_log_end_passes_it() {
+        let d = TempDir::new("plog-txn-bound");
+        let log = open(&d.0, LogConfig::default(), true);
+        log.append(&batch(3, 100), 0, 0).unwrap();
+        assert_eq!(log.first_unstable_offset(), i64::MAX); // no transaction: no bound
+        let mut w = BatchWriter::new(EncodeOptions { producer_id: 7, is_transactional: true, ..Default::default() });
+        w.append::<&[u8], &[u8]>(100, Some(b"k"), Some(b"v"), &[]).unwrap();
+        let txn = w.finish().unwrap();
+        log.append(&txn, 0, 0).unwrap();
+        assert_eq!(log.first_unstable_offset(), 3);
+        log.append(&batch(2, 100), 0, 0).unwrap();
+        log.append(&txn, 0, 0).unwrap(); // a later batch of a transaction does not raise it
+        assert_eq!((log.first_unstable_offset(), log.log_end_offset()), (3, 7));
+        log.set_first_unstable_offset(i64::MAX); // the broker: the transaction is over
+        log.append(&batch(1, 100), 0, 0).unwrap();
+        assert_eq!(log.first_unstable_offset(), i64::MAX);
     }
 
     #[test]

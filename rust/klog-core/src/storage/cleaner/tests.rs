@@ -545,6 +545,9 @@ fn aborted_transactions_go_and_their_markers_after_delete_retention_while_commit
     log.append(&marker(8, true, 100), 0, 0).unwrap(); // 5: COMMIT of 8
     log.append(&batch(&[("k4", Some("after"))], 100, transactional(7, 2)), 0, 0).unwrap(); // 6: 7's next transaction
     log.append(&marker(7, true, 100), 0, 0).unwrap(); // 7: COMMIT of 7
+    // the transactional appends bounded the first unstable offset; the broker lifts the bound once it has
+    // accounted the transactions' ends
+    log.set_first_unstable_offset(i64::MAX);
     index_aborted(&d.0, 0, 7, 1, 4);
     seal(&log);
     let (_, r) = clean_once(&log, None, 10_000, &CleanerConfig::default());
@@ -590,6 +593,7 @@ fn a_committed_transactions_marker_goes_once_compaction_removed_its_records() {
     let log = open(&d.0, cfg, true);
     log.append(&batch(&[("a", Some("1"))], 100, transactional(9, 0)), 0, 0).unwrap(); // 0
     log.append(&marker(9, true, 100), 0, 0).unwrap(); // 1
+    log.set_first_unstable_offset(i64::MAX); // the broker, once it has accounted the commit
     log.append(&batch(&[("a", Some("2"))], 100, EncodeOptions::default()), 0, 0).unwrap(); // 2: shadows a=1
     seal(&log);
     // (producer 9 idle past its expiration: its emptied batch is not kept for its sequence state)
