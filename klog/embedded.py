@@ -10,6 +10,7 @@ By default it listens on a free 127.0.0.1 port and keeps its data in a temporary
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import shutil
 import tempfile
 import threading
@@ -22,6 +23,8 @@ from klog.metadata.config import BrokerConfig
 #: how long start() waits for the broker to come up (log recovery of a large data dir can take a while)
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
+#: How long stats() waits for the broker's event loop to read its counters.
+STATS_TIMEOUT_S = 30.0
 
 
 class Broker:
@@ -143,8 +146,21 @@ class Broker:
         return self._server
 
     def stats(self) -> dict[str, int]:
-        """Counters of the running broker's network front (connections, requests, fetch send paths)."""
-        return dict(self._require().stats())
+        """Counters of the running broker's network front (connections, requests, fetch send paths), read on the
+        broker's event loop (what its native front served and has not handed over yet is accounted first)."""
+        server, loop = self._require(), self._loop
+        if loop is None or loop.is_closed():
+            raise RuntimeError("broker is not running; use start() or a with block")
+        read: concurrent.futures.Future[dict[str, int]] = concurrent.futures.Future()
+
+        def take() -> None:
+            try:
+                read.set_result(dict(server.stats()))
+            except BaseException as exc:   # handed to the caller
+                read.set_exception(exc)
+
+        loop.call_soon_threadsafe(take)
+        return read.result(timeout=STATS_TIMEOUT_S)
 
     def __repr__(self) -> str:
         state = "running" if self._thread is not None and self._error is None else "stopped"

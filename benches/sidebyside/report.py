@@ -706,7 +706,7 @@ def limits_analysis(res: Results) -> list[str]:
                            for w in res.ids("produce")
                            if res.stat(b, w, "system_s_per_gb") and res.stat(b, w, "cpu_s_per_gb")]) for b in BROKERS}
         L.append(f"- **The kernel's share of a produce's CPU** (system time over the broker's CPU, per workload, "
-                 f"median, min–max): klog {shares['klog'].fmt(2, 100)}%, Kafka {shares['kafka'].fmt(2, 100)}%. klog's "
+                 f"median, min–max): klog {shares['klog'].fmt(3, 100)}%, Kafka {shares['kafka'].fmt(3, 100)}%. klog's "
                  f"system time alone is {_geomean(list(kernel_share.values())):.2f}× Kafka's whole CPU per GB "
                  "(geometric mean over these workloads): below that, klog's CPU per GB moves only with fewer system "
                  "calls and wake-ups per byte, not with faster code of its own.")

@@ -15,8 +15,8 @@ Produce answered is visible to a Fetch as on Kafka. A request whose partitions a
 compacted is not held: the front moves their high watermarks itself (never past a transaction's first offset) and
 answers at once, and wakes the event loop for it within its accounting interval (5 ms), or at once when a long poll
 waits here for one of those partitions (``PartitionLog.high_watermark_waited``, :meth:`ReplicaManager.front_appended
-<klog.broker.replication.manager.ReplicaManager.front_appended>`). The counters count what the front served and has not
-handed over yet (:meth:`BrokerServer.stats`; a metrics scrape accounts it first). The front serves nothing while a
+<klog.broker.replication.manager.ReplicaManager.front_appended>`). :meth:`BrokerServer.stats` and a metrics snapshot
+(both on the event loop) account what the front served first, so a client that read an answer finds it counted. The front serves nothing while a
 client quota is set or requests are traced (:meth:`FrontLink.refresh`); a broker with an authorizer never starts
 it.
 

@@ -759,12 +759,6 @@ impl PyNativeFront {
         }
     }
 
-    /// The Produce requests the front served that `take` has not handed over yet (their answers may
-    /// have left: a count read now includes them).
-    fn unaccounted_requests(&self) -> u64 {
-        lock(&self.shared.pending).requests
-    }
-
     /// The Fetch requests the front answered or parked since the last call (the event loop counts them).
     fn take_fetches(&self) -> u64 {
         self.shared.fetch.as_ref().map_or(0, |f| f.uncounted.swap(0, Ordering::Relaxed))
