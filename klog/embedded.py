@@ -10,7 +10,6 @@ By default it listens on a free 127.0.0.1 port and keeps its data in a temporary
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import shutil
 import tempfile
 import threading
@@ -18,6 +17,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
+from klog.client.loop_thread import call_in_loop
 from klog.metadata.config import BrokerConfig
 
 #: how long start() waits for the broker to come up (log recovery of a large data dir can take a while)
@@ -151,16 +151,7 @@ class Broker:
         server, loop = self._require(), self._loop
         if loop is None or loop.is_closed():
             raise RuntimeError("broker is not running; use start() or a with block")
-        read: concurrent.futures.Future[dict[str, int]] = concurrent.futures.Future()
-
-        def take() -> None:
-            try:
-                read.set_result(dict(server.stats()))
-            except BaseException as exc:   # handed to the caller
-                read.set_exception(exc)
-
-        loop.call_soon_threadsafe(take)
-        return read.result(timeout=STATS_TIMEOUT_S)
+        return dict(call_in_loop(loop, server.stats, timeout=STATS_TIMEOUT_S))
 
     def __repr__(self) -> str:
         state = "running" if self._thread is not None and self._error is None else "stopped"

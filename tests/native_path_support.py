@@ -4,13 +4,13 @@ real clients' round trip (tests/test_native_front.py too)."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import time
 import uuid
 from typing import Any
 
 import klog
 from klog.broker.metrics import take_snapshot
+from klog.client.loop_thread import call_in_loop
 from klog.testing.wire import WireClient
 
 
@@ -18,16 +18,7 @@ def topic_counters(broker: klog.Broker) -> dict[str, tuple[int, ...]]:
     """The broker's per-topic counters (bytes and records in and out, ...) as a metrics scrape reads them: taken on
     its event loop, after what its native front served and has not handed over yet is accounted."""
     server = broker._require()
-    taken: concurrent.futures.Future[dict[str, tuple[int, ...]]] = concurrent.futures.Future()
-
-    def take() -> None:
-        try:
-            taken.set_result(take_snapshot(server).topics)
-        except BaseException as exc:
-            taken.set_exception(exc)
-
-    server.loop.call_soon_threadsafe(take)
-    return taken.result(timeout=30)
+    return call_in_loop(server.loop, take_snapshot, server, timeout=30).topics
 
 
 class BrokerPair:

@@ -21,13 +21,13 @@ Three parts, IO at the edges:
 from __future__ import annotations
 
 import bisect
-import concurrent.futures
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from klog.client.loop_thread import call_in_loop
 from klog.metadata.config import parse_listener as parse_listener  # its parser is the config validator's
 
 log = logging.getLogger("klog.broker.metrics")
@@ -615,17 +615,8 @@ class _SnapshotCollector:
         self.server = server
 
     def collect(self) -> Iterator[Any]:
-        loop = self.server.loop
-        result: concurrent.futures.Future[Snapshot] = concurrent.futures.Future()
-
-        def take() -> None:
-            try:
-                result.set_result(take_snapshot(self.server))
-            except BaseException as exc:  # handed to the scrape, which answers 500
-                result.set_exception(exc)
-
-        loop.call_soon_threadsafe(take)
-        yield from families(result.result(SNAPSHOT_TIMEOUT_S))
+        # an exception is raised again here, in the scrape, which answers 500
+        yield from families(call_in_loop(self.server.loop, take_snapshot, self.server, timeout=SNAPSHOT_TIMEOUT_S))
 
 
 class MetricsListener:

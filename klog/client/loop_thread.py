@@ -18,7 +18,7 @@ P = ParamSpec("P")
 #: The asyncio twin a blocking client wraps (the ``self`` of the methods it exposes).
 A = TypeVar("A")
 
-__all__ = ["BlockingClient", "LoopThread", "new_event_loop", "blocking", "on_loop", "direct"]
+__all__ = ["BlockingClient", "LoopThread", "new_event_loop", "call_in_loop", "blocking", "on_loop", "direct"]
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -29,6 +29,22 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
         return uvloop.new_event_loop()  # type: ignore[no-any-return]
     except ImportError:  # pragma: no cover - Windows
         return asyncio.new_event_loop()
+
+
+def call_in_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., T], *args: Any, timeout: float | None = None) -> T:
+    """Call the plain function ``fn`` on ``loop``'s thread (from another thread) and wait for its result, or its
+    exception raised again here; ``timeout``: TimeoutError after that many seconds."""
+    fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def run() -> None:
+        if fut.set_running_or_notify_cancel():
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+                fut.set_exception(exc)
+
+    loop.call_soon_threadsafe(run)
+    return fut.result(timeout)
 
 
 class LoopThread:
@@ -108,17 +124,7 @@ class LoopThread:
         coroutine and a task around it (one callback, for calls made once per record batch)."""
         if threading.current_thread() is self.thread:
             raise RuntimeError("blocking call made from the client's own event-loop thread (e.g. in a callback)")
-        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def run() -> None:
-            if fut.set_running_or_notify_cancel():
-                try:
-                    fut.set_result(fn(*args))
-                except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-                    fut.set_exception(exc)
-
-        self.loop.call_soon_threadsafe(run)
-        return fut.result()
+        return call_in_loop(self.loop, fn, *args)
 
     def call_soon(self, fn: Any, *args: Any) -> None:
         self.loop.call_soon_threadsafe(fn, *args)

@@ -337,7 +337,7 @@ fn serve_connection(shared: &Shared, id: u64, spare: &mut Vec<u8>, queued: &mut 
         // `release`, holds this one too)
         let mut send_now = None;
         if let Some(response) = response {
-            if direct && !pending.held.iter().any(|(c, _, _)| *c == id) && !lock(&shared.taken).iter().any(|(c, _, _)| *c == id) {
+            if direct && !answers_held_in(&pending, shared, id) {
                 send_now = Some(response);
             } else {
                 pending.held.push((id, conn.queue.clone(), response));
@@ -430,7 +430,12 @@ fn serve_fetch_frame(shared: &Shared, id: u64, parked: &mut Option<(u64, Vec<u8>
 
 /// Whether answers of connection `id`'s (Produce) wait for the event loop's `release`.
 fn answers_held(shared: &Shared, id: u64) -> bool {
-    lock(&shared.pending).held.iter().any(|(c, _, _)| *c == id) || lock(&shared.taken).iter().any(|(c, _, _)| *c == id)
+    answers_held_in(&lock(&shared.pending), shared, id)
+}
+
+/// `answers_held` with the pending state already locked.
+fn answers_held_in(pending: &Pending, shared: &Shared, id: u64) -> bool {
+    pending.held.iter().any(|(c, _, _)| *c == id) || lock(&shared.taken).iter().any(|(c, _, _)| *c == id)
 }
 
 /// The connections whose long polls the wait table sent back (given back: the event loop serves them),

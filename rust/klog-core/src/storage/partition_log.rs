@@ -175,11 +175,6 @@ struct MaxTimestampAnswer {
     answer: (i64, i64),
 }
 
-/// Whether a record batch header (v2) has the transactional attribute.
-fn is_transactional_header(header: &[u8]) -> bool {
-    header.len() >= 23 && i16::from_be_bytes([header[21], header[22]]) & crate::batch::header::ATTR_TRANSACTIONAL != 0
-}
-
 /// Lock-free attempts of `set_high_watermark` before it takes the log's lock (the bounds moved under
 /// each: a truncation or a log start move racing it).
 const HIGH_WATERMARK_TRIES: usize = 4;
@@ -821,7 +816,7 @@ impl PartitionLog {
             b.base_offset = next;
             b.last_offset = next + delta;
             next = b.last_offset + 1;
-            if first_transactional.is_none() && is_transactional_header(&b.header) {
+            if first_transactional.is_none() && header::read_i16(&b.header, ATTRIBUTES_OFFSET) & header::ATTR_TRANSACTIONAL != 0 {
                 first_transactional = Some(b.base_offset);
             }
         }
