@@ -22,6 +22,10 @@ Cases (``CASES``):
   acks=0 has no answers: every ``ACKS0_GROUP`` frames are followed by one Metadata request whose answer says the
   broker has read them (a connection's requests are handled in order); that Metadata is counted in the cost
   (1 of ``ACKS0_GROUP + 1`` requests).
+- ``produce-idempotent/acks=-1/100B``: the one-record Produce of an idempotent producer (Kafka's Java producer by
+  default since 3.0: acks=all, at most 5 requests in flight): each connection first takes a producer id
+  (InitProducerId), then sends its batches with sequence numbers 0, 1, 2, ...; each connection's last answer is
+  decoded and checked.
 - ``fetch/caught-up``: Fetch v12 (no session) at the log end of an empty partition, ``max_wait_ms=FETCH_WAIT_MS``,
   ``min_bytes=1``: each answer is an empty long poll that expired. One request in flight per connection (Kafka
   reads no next request from a connection while one is open), many connections.
@@ -122,8 +126,13 @@ class Frames:
     acks0: bool = False      # no answers: send ACKS0_GROUP of these, then `marker`
     marker: bytes = b""
     #: a fetch session's incremental fetch (session id, epoch) -> frame: ``frame`` opens a session on each
-    #: connection before the measurement, and each connection then sends these at epochs 1, 2, ...
+    #: connection before the measurement, and each connection then sends these at epochs 1, 2, ... (an idempotent
+    #: producer's likewise: ``frame`` is its InitProducerId, each request the producer's next batch)
     session: Callable[[int, int], bytes] | None = None
+    #: the session's id in ``frame``'s decoded answer
+    session_id: Callable[[Any], int] = lambda body: int(body.session_id)
+    #: (api key, version) of the session's requests: each connection's last answer is decoded and checked
+    session_api: tuple[int, int] = (1, 12)
 
 
 @dataclass
@@ -153,6 +162,36 @@ def _produce(acks: int, size: int) -> Callable[[Ctx], Frames]:
     def build(_: Ctx) -> Frames:
         frame = encode_request(0, 9, 1, CLIENT_ID, _produce_body(acks, size))
         return Frames(frame, 0, 9, acks0=acks == 0, marker=_metadata_frame())
+    return build
+
+
+def _init_producer_frame() -> bytes:
+    """InitProducerId v4 of an idempotent (not transactional) producer, as the Java client sends it."""
+    return encode_request(22, 4, 3, CLIENT_ID, Struct(transactional_id=None, transaction_timeout_ms=2**31 - 1,
+                                                      producer_id=-1, producer_epoch=-1))
+
+
+def _new_producer_id(body: Any) -> int:
+    if body.producer_epoch != 0:   # the batches below are of epoch 0
+        raise RuntimeError(f"InitProducerId answered epoch {body.producer_epoch} for a new producer id")
+    return int(body.producer_id)
+
+
+def _idempotent_produce(size: int) -> Callable[[Ctx], Frames]:
+    """Produce v9 (acks=all) of one record of ``size`` bytes from an idempotent producer (Kafka's Java producer
+    since 3.0 by default): each connection is its own producer (InitProducerId first), each request its next
+    sequence number, so every batch is in sequence and appended (one identical frame would be a duplicate)."""
+    value = (os.urandom(64) * (size // 64 + 1))[:size]
+
+    def frame(producer_id: int, request: int) -> bytes:
+        batch = encode_batch([{"value": value}], producer_id=producer_id, producer_epoch=0,
+                             base_sequence=request - 1)
+        return encode_request(0, 9, 1, CLIENT_ID, Struct(
+            transactional_id=None, acks=-1, timeout_ms=30000,
+            topic_data=[Struct(name=PRODUCE_TOPIC, partition_data=[Struct(index=0, records=batch)])]))
+
+    def build(_: Ctx) -> Frames:
+        return Frames(_init_producer_frame(), 22, 4, session=frame, session_id=_new_producer_id, session_api=(0, 9))
     return build
 
 
@@ -199,6 +238,8 @@ CASES = [
     *(Case(f"produce/acks={acks}/{label}", 20_000 if size < 16384 else 4_000, 4, 16, _produce(acks, size),
            small=size == 100 and acks != 0)
       for acks in (0, 1, -1) for label, size in SIZES.items()),
+    # the one-record Produce as Kafka's Java producer sends it by default (idempotent, acks=all, 5 in flight)
+    Case("produce-idempotent/acks=-1/100B", 20_000, 4, 5, _idempotent_produce(100)),
     # 9,000 long polls (about 9 s at FETCH_WAIT_MS on FETCH_WAIT_CONNECTIONS): at klog's ~17 µs each that is 15 of
     # /proc's 10 ms CPU ticks, where 3,000 were 5 (one tick more or less moved the figure by a fifth)
     Case("fetch/caught-up", 9_000, FETCH_WAIT_CONNECTIONS, 1, _fetch(IDLE_TOPIC, FETCH_WAIT_MS, IDLE_LOG_END)),
@@ -272,6 +313,10 @@ def prepare(ctx: Ctx) -> None:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{ctx.broker.name}: {topic} takes no writes: {_error_codes(body)}")
             time.sleep(0.1)
+    while errors := _error_codes(_exchange(ctx, _init_producer_frame(), 22, 4)):  # Kafka's producer ids come
+        if time.monotonic() > deadline:                                          # in blocks from its controller
+            raise RuntimeError(f"{ctx.broker.name}: no producer ids: {errors}")
+        time.sleep(0.1)
     fill = encode_request(0, 9, 1, CLIENT_ID, Struct(
         transactional_id=None, acks=1, timeout_ms=30000, topic_data=[Struct(name=FETCH_TOPIC, partition_data=[
             Struct(index=0, records=encode_batch([{"value": os.urandom(16384)}]))])]))
@@ -321,6 +366,7 @@ class _Conn:
     left: int                # frames (or acks=0 groups) still to send
     open: int = 0            # sent and not answered
     buf: bytearray = field(default_factory=bytearray)
+    last: bytes = b""        # its last answer (without the size prefix)
     session_id: int = 0      # the connection's fetch session (Frames.session)
     epoch: int = 0           # its last epoch sent
 
@@ -337,21 +383,22 @@ def connect(host: str, port: int, connections: int) -> list[socket.socket]:
 
 
 def open_sessions(socks: list[socket.socket], frames: Frames) -> list[int]:
-    """Open a fetch session on each socket (``frames.frame``, a full fetch at epoch 0): their ids."""
+    """Open a fetch session on each socket (``frames.frame``, a full fetch at epoch 0), or an idempotent producer:
+    their ids."""
     ids = []
     for sock in socks:
         sock.setblocking(True)
         sock.sendall(frames.frame)
         size = int.from_bytes(_recv_exact(sock, 4), "big")
-        ids.append(decode_response(frames.api_key, frames.api_version, _recv_exact(sock, size))[1].session_id)
+        ids.append(frames.session_id(decode_response(frames.api_key, frames.api_version, _recv_exact(sock, size))[1]))
         sock.setblocking(False)
     if not all(ids):
-        raise RuntimeError("a fetch session was not opened")
+        raise RuntimeError("a fetch session or producer id was not opened")
     return ids
 
 
 def drive(socks: list[socket.socket], frames: Frames, requests: int, window: int,
-          sessions: list[int] | None = None) -> int:
+          sessions: list[int] | None = None, last_answers: list[bytes] | None = None) -> int:
     """Send ``requests`` copies of ``frames.frame`` over ``socks``, ``window`` in flight on each, and wait for every
     answer (for acks=0 frames: for the marker after each ACKS0_GROUP of them). Returns the number of requests the
     broker handled, markers included. The caller closes the sockets (after reading the broker's CPU)."""
@@ -420,6 +467,8 @@ def drive(socks: list[socket.socket], frames: Frames, requests: int, window: int
                         end = pos + 4 + int.from_bytes(buf[pos:pos + 4], "big")
                         if end > len(buf):
                             break
+                        if last_answers is not None and conn.left == 0 and end == len(buf):
+                            conn.last = bytes(buf[pos + 4:end])
                         pos, answered = end, answered + 1
                     if pos:
                         del buf[:pos]
@@ -432,6 +481,8 @@ def drive(socks: list[socket.socket], frames: Frames, requests: int, window: int
         for conn in conns:
             sel.unregister(conn.sock)
         sel.close()
+    if last_answers is not None:
+        last_answers.extend(conn.last for conn in conns if conn.last)
     return units * per_unit
 
 
@@ -446,12 +497,20 @@ def measure(ctx: Ctx, case: Case, scale: float, *, idle_window: bool = True) -> 
     socks = connect(ctx.host, ctx.port, case.connections)
     sessions = open_sessions(socks, frames) if frames.session is not None else None
     cpu0, t0, own0 = cpu_seconds(pid), time.monotonic(), time.process_time()
+    last_answers: list[bytes] = []
     try:
-        handled = drive(socks, frames, requests, case.window, sessions)
+        handled = drive(socks, frames, requests, case.window, sessions, last_answers)
         cpu1, t1, own1 = cpu_seconds(pid), time.monotonic(), time.process_time()
     finally:
         for sock in socks:
             sock.close()
+    if sessions is not None:   # requests that differ: each connection's last answer is checked after the run
+        if len(last_answers) != len(socks):
+            raise RuntimeError(f"{ctx.broker.name}: {case.name}: {len(last_answers)} of {len(socks)} last answers")
+        for answer in last_answers:
+            errors = _error_codes(decode_response(*frames.session_api, answer)[1])
+            if errors:
+                raise RuntimeError(f"{ctx.broker.name}: {case.name} answered {errors}")
     wall = t1 - t0
     if idle_window:
         time.sleep(wall)  # the idle window: the same wall time, no requests
@@ -570,7 +629,7 @@ def docs_tables(result: dict) -> str:
              "so it is not the broker's ceiling). Medians over the rounds.", "",
              format_table(result), "",
              f"Geometric mean of klog/Kafka over the small requests (one-record Produce acks=1/all at 100 B, the "
-             f"caught-up Fetch, Metadata, Heartbeat, OffsetCommit): **{geo:.2f}×** (issue 38's target: ≤ 0.3×)."]
+             f"idempotent producer's, the caught-up Fetch, Metadata, Heartbeat, OffsetCommit): **{geo:.2f}×** (issue 38's target: ≤ 0.3×)."]
     if result.get("many_connections"):
         many = result["many_connections"]
         lines += ["", f"Many small requests: {many['workload']}, benches/loadgen (Go, one goroutine per connection, "
