@@ -683,3 +683,49 @@ def test_a_transactional_producers_coordinator_connection_stays_on_the_event_loo
             seen += [int(m.value()) for m in consumer.consume(1000, 1.0) if m.error() is None]
         consumer.close()
         assert seen == list(range(10 + transactions))
+
+
+def test_a_partition_whose_transactions_all_ended_no_longer_bounds_the_fronts_high_watermark():
+    """A one-replica partition's log keeps Kafka's first unstable offset as the bound of the front's own high
+    watermark: a transaction open (or its marker not yet in the ISR) holds it at the transaction's first offset, and
+    once every transaction has ended there is none, even with an aborted one still in the log, so the front answers
+    that partition's plain produces itself again. read_committed still skips the aborted records."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from klog.broker.producer_state import NO_UNSTABLE_OFFSET
+    from klog.client.loop_thread import call_in_loop
+    with klog.Broker(config={**FRONT, "transaction.state.log.replication.factor": 1,
+                             "transaction.state.log.min.isr": 1}) as broker:
+        bootstrap = f"{broker.host}:{broker.port}"
+        topic = f"txn-ended-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0,
+                                             "transactional.id": f"ended-{uuid.uuid4().hex[:6]}"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, value=b"committed", partition=0)
+        producer.commit_transaction(30)
+        producer.begin_transaction()
+        producer.produce(topic, value=b"aborted", partition=0)
+        producer.flush(30)
+        server = broker._require()
+        log_ = call_in_loop(server.loop, lambda: server.state.partitions.get(topic, 0), timeout=30)
+        assert log_.first_unstable_offset == 2   # committed (0), its marker (1), then the open one's first offset
+        producer.abort_transaction(30)
+        plain = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
+        for i in range(20):
+            plain.produce(topic, value=b"plain-%d" % i, partition=0)
+            plain.flush(30)
+        assert _until(lambda: log_.first_unstable_offset == NO_UNSTABLE_OFFSET), log_.first_unstable_offset
+        assert log_.high_watermark == log_.log_end_offset
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-ended",
+                                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                             "isolation.level": "read_committed"})
+        consumer.subscribe([topic])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(seen) < 21 and time.monotonic() < deadline:
+            seen += [m.value() for m in consumer.consume(1000, 1.0) if m.error() is None]
+        consumer.close()
+        assert seen == [b"committed"] + [b"plain-%d" % i for i in range(20)]

@@ -41,6 +41,21 @@ def test_replay_tracks_open_committed_and_aborted_transactions(tmp_path):
     assert state.check_transactional(T, P, 8, False) == ErrorCode.NONE
 
 
+def test_the_first_unstable_offset_bounds_open_and_unreplicated_transactions_and_nothing_once_they_ended(tmp_path):
+    # Kafka's firstUnstableOffset: the log's bound for the cleaner and for the native front's own high watermark
+    none = 2**63 - 1
+    state = ProducerStateManager(str(tmp_path), 86_400_000)
+    assert state.first_unstable_offset(T, P, 0) == none                 # no transaction ever
+    state.replay(T, P, log_of_two_transactions(), 0)
+    assert state.first_unstable_offset(T, P, 10) == 8                   # producer 7's open one
+    assert state.first_unstable_offset(T, P, 6) == 2                    # and the aborted one, its marker not in the ISR
+    state.replay(T, P, marker(10, 7, True), 0)
+    assert state.first_unstable_offset(T, P, 10) == 8                   # committed, the marker not yet in the ISR
+    assert state.first_unstable_offset(T, P, 11) == none                # every transaction ended and replicated
+    assert state.last_stable_offset(T, P, 11) == 11
+    assert [a.first_offset for a in state.aborted_txns(T, P, 0, 11)] == [2]   # still skipped by read_committed
+
+
 def test_a_marker_older_than_the_producers_epoch_is_fenced(tmp_path):
     state = ProducerStateManager(str(tmp_path), 86_400_000)
     state.replay(T, P, data(0, 7, epoch=3), 0)

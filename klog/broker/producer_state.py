@@ -316,12 +316,21 @@ class ProducerStateManager:
 
     def first_unstable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
         """The bound the partition's log keeps for its transactions (``PartitionLog.first_unstable_offset``: the
-        cleaner stays below it, the native front moves the high watermark no further): the last stable offset of a
-        partition that keeps transaction state, else none (NO_UNSTABLE_OFFSET). The log itself lowers it when a
-        transactional batch is appended, before this state learns the transaction."""
-        if (topic, partition) not in self._txns:
+        cleaner stays below it, the native front moves the high watermark no further), Kafka's
+        ``firstUnstableOffset``: the first offset of the earliest transaction still open or whose marker the ISR
+        does not have (at ``high_watermark``), else none (NO_UNSTABLE_OFFSET), also on a partition whose
+        transactions have all ended (its aborted ones stay in its state for read_committed fetches, but bound
+        nothing). The log itself lowers it when a transactional batch is appended, before this state learns the
+        transaction."""
+        txns = self._txns.get((topic, partition))
+        if txns is None:
             return NO_UNSTABLE_OFFSET
-        return self.last_stable_offset(topic, partition, high_watermark)
+        bound = min(txns.ongoing.values(), default=NO_UNSTABLE_OFFSET)
+        for done in reversed(txns.completed):
+            if done.last_offset < high_watermark:
+                break   # markers are appended in offset order: the older ones are replicated too
+            bound = min(bound, done.first_offset)
+        return bound
 
     def aborted_txns(self, topic: str, partition: int, fetch_offset: int, upper_offset: int) -> list[CompletedTxn]:
         """The aborted transactions a read_committed fetch of [fetch_offset, upper_offset) must skip: those that
