@@ -448,6 +448,76 @@ def test_a_transaction_on_a_partition_sends_its_fetches_to_the_python_path():
             producer.abort_transaction(30)
 
 
+def test_a_read_uncommitted_fetch_of_a_partition_with_transactions_is_served_natively_with_the_python_paths_bytes():
+    """Transaction state keeps only read_committed consumers on the Python path (their last stable offset and
+    aborted transactions live there): a read_uncommitted consumer's fetch of a partition with an aborted and an open
+    transaction is served natively, sessionless and in a fetch session, its last stable offset the open
+    transaction's first offset, the same bytes as the Python path's answer to the same frame."""
+    kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from klog.client.loop_thread import call_in_loop
+    with klog.Broker(config={"klog.fetch.native.enable": True, "transaction.state.log.replication.factor": 1,
+                             "transaction.state.log.min.isr": 1}) as broker:
+        bootstrap = f"{broker.host}:{broker.port}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("txr", 1, 1)])["txr"].result(30)
+        plain = kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+        plain.produce("txr", b"plain", partition=0)
+        assert plain.flush(30) == 0
+        producer = kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": "txr-1", "linger.ms": 0})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("txr", b"aborted", partition=0)
+        assert producer.flush(30) == 0
+        producer.abort_transaction(30)
+        producer.begin_transaction()
+        producer.produce("txr", b"open", partition=0)
+        assert producer.flush(30) == 0
+        plain.produce("txr", b"after", partition=0)
+        assert plain.flush(30) == 0
+        server = broker._require()
+        ids: dict[str, uuid.UUID] = {}
+        with WireClient(broker.host, broker.port) as wire:
+            ids.update({t.name: t.topic_id for t in wire.request(ApiKey.METADATA, 12, {
+                "topics": None, "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False}).topics})
+
+            def fetch(version: int, cid: int, isolation: int, **session: int) -> bytes:
+                wire.send_raw(fetch_frame(version, cid, ids, [("txr", [(0, 0, 1 << 20, -1)])],
+                                          isolation_level=isolation, **session))
+                return wire.read_frame()
+
+            def native_served(answer: Callable[[], bytes]) -> tuple[bytes, int]:
+                before = broker.stats()["native_fetch_requests"]
+                got = answer()
+                return got, broker.stats()["native_fetch_requests"] - before
+
+            for version in (4, 12, 16):
+                fetch(version, 1, 0)   # the Python path's answer routes the partition
+                native, served = native_served(lambda v=version: fetch(v, 2, 0))
+                assert served == 1, version
+                call_in_loop(server.loop, server.state.partitions.forget_native_routes, timeout=30)
+                python, served = native_served(lambda v=version: fetch(v, 2, 0))
+                assert served == 0 and native == python, version
+                [p] = partitions_of(native, version)
+                # plain (0), aborted (1), its marker (2), open (3), after (4): stable below the open one
+                assert (p.high_watermark, p.last_stable_offset, p.aborted_transactions) == (5, 3, None), version
+                # read_committed: the Python path's, up to the open transaction with the aborted one to skip
+                committed, served = native_served(lambda v=version: fetch(v, 3, 1))
+                [c] = partitions_of(committed, version)
+                assert served == 0 and c.last_stable_offset == 3 and [a.first_offset for a in c.aborted_transactions] == [1]
+            # a read_uncommitted consumer's fetch session: handed over, its incremental fetches served natively
+            _, response = decode_response(ApiKey.FETCH, 12, fetch(12, 10, 0, session_epoch=0))
+            assert response.session_id != 0
+            before = broker.stats()["native_fetch_requests"]
+            for epoch in (1, 2):
+                wire.send_raw(fetch_frame(12, 10 + epoch, ids, [], session_id=response.session_id,
+                                          session_epoch=epoch))
+                assert decode_response(ApiKey.FETCH, 12, wire.read_frame())[1].error_code == 0
+            assert broker.stats()["native_fetch_requests"] - before == 2
+        producer.abort_transaction(30)
+
+
 def test_every_change_that_could_alter_a_route_forgets_the_native_routes():
     """The invariant the native paths rest on (PartitionManager.forget_native_routes): a config change, a new
     partition, a deleted topic and a leadership change (a new image) each leave no Produce or Fetch route."""

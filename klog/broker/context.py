@@ -399,8 +399,8 @@ class BrokerState:
 
     def _txn_started(self, topic: str, partition: int, first_offset: int) -> None:
         """A transaction started at ``first_offset``: the log cleaner stays below it from now on (the replica
-        manager sets the first unstable offset again with each high watermark); its consumers' fetches take the
-        Python path (the native Fetch path serves partitions without transactions)."""
+        manager sets the first unstable offset again with each high watermark); its read_committed consumers' fetches
+        take the Python path (the native Fetch path serves them only on partitions without transactions)."""
         self.partitions.forget_fetch_route(topic, partition)
         log_ = self.partitions.get(topic, partition)
         if self._bounded_cleaner and log_ is not None and first_offset < log_.first_unstable_offset:

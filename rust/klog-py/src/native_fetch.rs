@@ -1,6 +1,7 @@
 //! The native Fetch path: one call takes a whole Fetch request frame, decodes it
 //! (`klog_core::fetch_request`), resolves its partitions among those the broker's Python side
-//! routed here (`FetchRoutes`: partitions it leads; for consumers without transactions), reads each
+//! routed here (`FetchRoutes`: partitions it leads; read_committed consumers' only without transaction
+//! state on the partition, whose last stable offset and aborted transactions the Python side keeps), reads each
 //! below its high watermark (a replica's to its log end, once the Python side judged the fetch:
 //! [`Judge`]) and returns the encoded answer, records as segment file regions (sendfile) or
 //! bytes. A request that must wait (nothing to return yet, `max_wait_ms` > 0) is parked in the
@@ -49,9 +50,21 @@ const SESSIONLESS_EPOCH: i32 = -1;
 struct Route {
     log: Arc<core::PartitionLog>,
     leader_epoch: i32,
-    /// consumers' fetches may take it too (learned without transaction state on the partition);
-    /// else only replicas' (which read to the log end, without a last stable offset)
+    /// consumers' fetches may take it too; else only replicas' (which read to the log end, without a
+    /// last stable offset)
     consumers: bool,
+    /// read_committed consumers' too (learned without transaction state on the partition: its last
+    /// stable offset is its high watermark, no aborted transaction to skip); a read_uncommitted
+    /// consumer's answer carries the log's first unstable offset as its last stable offset
+    read_committed: bool,
+}
+
+impl Route {
+    /// Whether a fetch may read it: a replica's always, a consumer's if routed for consumers (a
+    /// read_committed one's only on a partition without transaction state).
+    fn serves(&self, replica: bool, read_committed: bool) -> bool {
+        replica || (self.consumers && (!read_committed || self.read_committed))
+    }
 }
 
 /// A topic as a session keeps it: by name (sessions opened before Fetch v13) or by id.
@@ -184,22 +197,24 @@ impl PyFetchRoutes {
     }
 
     /// Route `topic`-`partition` (whose topic has the 16-byte id `topic_id`) to `log`, led in
-    /// `leader_epoch`; for consumers' and replicas' fetches, or (`consumers` False: the partition has
-    /// transaction state) for replicas' only.
-    #[pyo3(signature = (topic, partition, log, *, topic_id, leader_epoch, consumers=true))]
-    fn learn(&self, topic: String, partition: i32, log: &Bound<'_, PyPartitionLog>, topic_id: &[u8], leader_epoch: i32, consumers: bool) -> PyResult<()> {
+    /// `leader_epoch`; for consumers' and replicas' fetches, or (`consumers` False) for replicas'
+    /// only; read_committed consumers' only with `read_committed` (the partition has no transaction
+    /// state).
+    #[pyo3(signature = (topic, partition, log, *, topic_id, leader_epoch, consumers=true, read_committed=true))]
+    fn learn(&self, topic: String, partition: i32, log: &Bound<'_, PyPartitionLog>, topic_id: &[u8], leader_epoch: i32, consumers: bool, read_committed: bool) -> PyResult<()> {
         let id = self::topic_id(topic_id)?;
-        let route = Route { log: log.get().shared_log(), leader_epoch, consumers };
+        let route = Route { log: log.get().shared_log(), leader_epoch, consumers, read_committed };
         let mut table = self.lock();
         table.names.insert(id, topic.clone());
         table.partitions.insert((topic, partition), route);
         Ok(())
     }
 
-    /// Whether `topic`-`partition` is routed for consumers' fetches (`replica`: for replicas').
-    #[pyo3(signature = (topic, partition, *, replica=false))]
-    fn knows(&self, topic: &str, partition: i32, replica: bool) -> bool {
-        self.lock().partitions.get(&(topic.to_owned(), partition)).is_some_and(|route| replica || route.consumers)
+    /// Whether `topic`-`partition` is routed for consumers' fetches (`replica`: for replicas';
+    /// `read_committed`: for read_committed consumers').
+    #[pyo3(signature = (topic, partition, *, replica=false, read_committed=false))]
+    fn knows(&self, topic: &str, partition: i32, replica: bool, read_committed: bool) -> bool {
+        self.lock().partitions.get(&(topic.to_owned(), partition)).is_some_and(|route| route.serves(replica, read_committed))
     }
 
     /// Forget `topic`-`partition` (a transaction started on it).
@@ -228,9 +243,11 @@ impl PyFetchRoutes {
     /// `epoch`: its partitions in read order, each a [`PartitionState`] tuple (topic by 16-byte id
     /// when `uses_topic_ids`, else by name). False (nothing kept) unless every partition is routed:
     /// the Python path keeps serving it. `replica`: a replica's session (continued only by replicas'
-    /// fetches; its partitions need only be routed for replicas).
-    #[pyo3(signature = (session_id, *, epoch, uses_topic_ids, partitions, replica=false))]
-    fn adopt_session(&self, session_id: i32, epoch: i32, uses_topic_ids: bool, partitions: Vec<PartitionState<'_>>, replica: bool) -> PyResult<bool> {
+    /// fetches; its partitions need only be routed for replicas). `read_committed`: the fetch that
+    /// opened or last changed it was a read_committed consumer's (each fetch is judged by its own
+    /// isolation level again).
+    #[pyo3(signature = (session_id, *, epoch, uses_topic_ids, partitions, replica=false, read_committed=false))]
+    fn adopt_session(&self, session_id: i32, epoch: i32, uses_topic_ids: bool, partitions: Vec<PartitionState<'_>>, replica: bool, read_committed: bool) -> PyResult<bool> {
         let mut kept = Vec::with_capacity(partitions.len());
         for (topic, partition, fetch_offset, partition_max_bytes, current_leader_epoch, last_fetched_epoch, log_start_offset, answered_high_watermark, answered_log_start_offset) in partitions {
             let topic = if uses_topic_ids {
@@ -253,7 +270,7 @@ impl PyFetchRoutes {
         let mut table = self.lock();
         let routed = kept.iter().all(|p| {
             table.name_of(p.topic.as_ref()).is_some_and(|name| {
-                table.partitions.get(&(name.to_owned(), p.partition)).is_some_and(|route| replica || route.consumers)
+                table.partitions.get(&(name.to_owned(), p.partition)).is_some_and(|route| route.serves(replica, read_committed))
             })
         });
         if !routed || kept.is_empty() {
@@ -541,7 +558,7 @@ pub(crate) fn serve(
             let Some(route) = table.partitions.get(&key) else {
                 return Ok(Served::NotServed);
             };
-            if !replica && !route.consumers {
+            if !route.serves(replica, read_committed) {
                 return Ok(Served::NotServed);
             }
             if current_leader_epoch != -1 && current_leader_epoch != route.leader_epoch {
@@ -605,7 +622,9 @@ pub(crate) fn serve(
             let mut answer = PartitionAnswer {
                 index: p.index,
                 high_watermark: hw,
-                last_stable_offset: hw,
+                // a consumer's: the Python path's last stable offset, the log's first unstable offset
+                // below the high watermark (none on a partition without transactions)
+                last_stable_offset: if replica { hw } else { hw.min(log.first_unstable_offset()) },
                 log_start_offset: log.log_start_offset(),
                 aborted: read_committed.then(Vec::new),
                 records: None,
