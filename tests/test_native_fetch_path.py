@@ -418,72 +418,55 @@ def test_the_session_cache_owns_sessions_it_hands_to_the_native_table(tmp_path):
         assert routes.session_count() == 0 and incremental(3) is None
 
 
-def test_a_transaction_on_a_partition_sends_its_fetches_to_the_python_path():
-    """The native path serves partitions without transaction state: once a transaction starts on one, its route is
-    forgotten and a read_committed fetch gets the Python path's last stable offset."""
-    kafka = pytest.importorskip("confluent_kafka")
-    with klog.Broker(config={"klog.fetch.native.enable": True}) as broker:
-        bootstrap = f"{broker.host}:{broker.port}"
-        from confluent_kafka.admin import AdminClient, NewTopic
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic("tx", 1, 1)])["tx"].result(30)
-        state = broker._require().state
-        frame = lambda cid: fetch_frame(12, cid, {}, [("tx", [(0, 0, 1 << 20, -1)])], isolation_level=1)  # noqa
-        with WireClient(broker.host, broker.port) as wire:
-            for cid in (1, 2):
-                wire.send_raw(frame(cid))
-                wire.read_frame()
-            assert state.partitions.fetch_routes.knows("tx", 0)
-            served = broker.stats()["native_fetch_requests"]
-            producer = kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": "t1"})
-            producer.init_transactions(30)
-            producer.begin_transaction()
-            producer.produce("tx", b"open", partition=0)
-            assert producer.flush(30) == 0
-            assert not state.partitions.fetch_routes.knows("tx", 0)
-            wire.send_raw(frame(3))
-            [p] = partitions_of(wire.read_frame(), 12)
-            assert (p.high_watermark, p.last_stable_offset, len(p.records or b"")) == (1, 0, 0)
-            assert broker.stats()["native_fetch_requests"] == served
-            producer.abort_transaction(30)
-
-
-def test_a_read_uncommitted_fetch_of_a_partition_with_transactions_is_served_natively_with_the_python_paths_bytes():
-    """Transaction state keeps only read_committed consumers on the Python path (their last stable offset and
-    aborted transactions live there): a read_uncommitted consumer's fetch of a partition with an aborted and an open
-    transaction is served natively, sessionless and in a fetch session, its last stable offset the open
-    transaction's first offset, the same bytes as the Python path's answer to the same frame."""
+def transactional_partition(broker: klog.Broker) -> Any:
+    """Topic ``txr``, one partition: plain (offset 0), an aborted transaction (1, its marker 2), a transaction left
+    open (3), plain (4). Returns the open transaction's producer (the caller ends it)."""
     kafka = pytest.importorskip("confluent_kafka")
     from confluent_kafka.admin import AdminClient, NewTopic
-    from klog.client.loop_thread import call_in_loop
-    with klog.Broker(config={"klog.fetch.native.enable": True, "transaction.state.log.replication.factor": 1,
-                             "transaction.state.log.min.isr": 1}) as broker:
-        bootstrap = f"{broker.host}:{broker.port}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic("txr", 1, 1)])["txr"].result(30)
-        plain = kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-        plain.produce("txr", b"plain", partition=0)
-        assert plain.flush(30) == 0
-        producer = kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": "txr-1", "linger.ms": 0})
-        producer.init_transactions(30)
-        producer.begin_transaction()
-        producer.produce("txr", b"aborted", partition=0)
-        assert producer.flush(30) == 0
-        producer.abort_transaction(30)
-        producer.begin_transaction()
-        producer.produce("txr", b"open", partition=0)
-        assert producer.flush(30) == 0
-        plain.produce("txr", b"after", partition=0)
-        assert plain.flush(30) == 0
-        server = broker._require()
-        ids: dict[str, uuid.UUID] = {}
-        with WireClient(broker.host, broker.port) as wire:
-            ids.update({t.name: t.topic_id for t in wire.request(ApiKey.METADATA, 12, {
-                "topics": None, "allow_auto_topic_creation": False,
-                "include_topic_authorized_operations": False}).topics})
+    bootstrap = f"{broker.host}:{broker.port}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("txr", 1, 1)])["txr"].result(30)
+    plain = kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    plain.produce("txr", b"plain", partition=0)
+    assert plain.flush(30) == 0
+    producer = kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": "txr-1", "linger.ms": 0})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("txr", b"aborted", partition=0)
+    assert producer.flush(30) == 0
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce("txr", b"open", partition=0)
+    assert producer.flush(30) == 0
+    plain.produce("txr", b"after", partition=0)
+    assert plain.flush(30) == 0
+    return producer
 
-            def fetch(version: int, cid: int, isolation: int, **session: int) -> bytes:
-                wire.send_raw(fetch_frame(version, cid, ids, [("txr", [(0, 0, 1 << 20, -1)])],
+
+def topic_ids(wire: WireClient) -> dict[str, uuid.UUID]:
+    return {t.name: t.topic_id for t in wire.request(ApiKey.METADATA, 12, {
+        "topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}).topics}
+
+
+TRANSACTIONS = {"klog.fetch.native.enable": True, "transaction.state.log.replication.factor": 1,
+                "transaction.state.log.min.isr": 1}
+
+
+def test_fetches_of_a_partition_with_transactions_are_served_natively_with_the_python_paths_bytes():
+    """A partition with an aborted and an open transaction: read_uncommitted and read_committed fetches are served
+    natively (v4, v12, v16, sessionless and in a fetch session) with the Python path's bytes: the last stable offset
+    at the open transaction's first offset (the log's first unstable offset below the high watermark), and for
+    read_committed the records below it and the aborted transaction it overlaps (the log's list, as the broker's
+    transaction state sets it); a fetch from past the aborted transaction's marker is told none."""
+    from klog.client.loop_thread import call_in_loop
+    with klog.Broker(config=TRANSACTIONS) as broker:
+        producer = transactional_partition(broker)
+        server = broker._require()
+        with WireClient(broker.host, broker.port) as wire:
+            ids = topic_ids(wire)
+
+            def fetch(version: int, cid: int, isolation: int, offset: int = 0, **session: int) -> bytes:
+                wire.send_raw(fetch_frame(version, cid, ids, [("txr", [(0, offset, 1 << 20, -1)])],
                                           isolation_level=isolation, **session))
                 return wire.read_frame()
 
@@ -493,29 +476,59 @@ def test_a_read_uncommitted_fetch_of_a_partition_with_transactions_is_served_nat
                 return got, broker.stats()["native_fetch_requests"] - before
 
             for version in (4, 12, 16):
-                fetch(version, 1, 0)   # the Python path's answer routes the partition
-                native, served = native_served(lambda v=version: fetch(v, 2, 0))
-                assert served == 1, version
-                call_in_loop(server.loop, server.state.partitions.forget_native_routes, timeout=30)
-                python, served = native_served(lambda v=version: fetch(v, 2, 0))
-                assert served == 0 and native == python, version
-                [p] = partitions_of(native, version)
-                # plain (0), aborted (1), its marker (2), open (3), after (4): stable below the open one
-                assert (p.high_watermark, p.last_stable_offset, p.aborted_transactions) == (5, 3, None), version
-                # read_committed: the Python path's, up to the open transaction with the aborted one to skip
-                committed, served = native_served(lambda v=version: fetch(v, 3, 1))
-                [c] = partitions_of(committed, version)
-                assert served == 0 and c.last_stable_offset == 3 and [a.first_offset for a in c.aborted_transactions] == [1]
-            # a read_uncommitted consumer's fetch session: handed over, its incremental fetches served natively
-            _, response = decode_response(ApiKey.FETCH, 12, fetch(12, 10, 0, session_epoch=0))
-            assert response.session_id != 0
-            before = broker.stats()["native_fetch_requests"]
-            for epoch in (1, 2):
-                wire.send_raw(fetch_frame(12, 10 + epoch, ids, [], session_id=response.session_id,
-                                          session_epoch=epoch))
-                assert decode_response(ApiKey.FETCH, 12, wire.read_frame())[1].error_code == 0
-            assert broker.stats()["native_fetch_requests"] - before == 2
+                for isolation, offset, aborted in ((0, 0, None), (1, 0, [1]), (1, 3, [])):
+                    case = (version, isolation, offset)
+                    fetch(version, 1, isolation, offset)   # the Python path's answer routes the partition
+                    native, served = native_served(lambda: fetch(version, 2, isolation, offset))
+                    assert served == 1, case
+                    call_in_loop(server.loop, server.state.partitions.forget_native_routes, timeout=30)
+                    python, served = native_served(lambda: fetch(version, 2, isolation, offset))
+                    assert served == 0 and native == python, case
+                    [p] = partitions_of(native, version)
+                    # plain (0), aborted (1), its marker (2), open (3), after (4): stable below the open one
+                    assert (p.high_watermark, p.last_stable_offset) == (5, 3), case
+                    assert (None if p.aborted_transactions is None
+                            else [a.first_offset for a in p.aborted_transactions]) == aborted, case
+                    assert bool(p.records) == (offset < 3), case
+            # a consumer's fetch session, read_uncommitted or read_committed: handed over, its incremental fetches
+            # served natively
+            for isolation in (0, 1):
+                _, response = decode_response(ApiKey.FETCH, 12, fetch(12, 10, isolation, session_epoch=0))
+                assert response.session_id != 0
+                before = broker.stats()["native_fetch_requests"]
+                for epoch in (1, 2):
+                    wire.send_raw(fetch_frame(12, 10 + epoch, ids, [], session_id=response.session_id,
+                                              session_epoch=epoch, isolation_level=isolation))
+                    assert decode_response(ApiKey.FETCH, 12, wire.read_frame())[1].error_code == 0
+                assert broker.stats()["native_fetch_requests"] - before == 2, isolation
         producer.abort_transaction(30)
+
+
+def test_a_read_committed_long_poll_waiting_natively_is_answered_when_the_transaction_commits():
+    """A read_committed consumer caught up with the last stable offset, below an open transaction, waits natively;
+    the commit moves the high watermark and the last stable offset past the transaction's records, and the poll is
+    answered with them, not at its max_wait_ms."""
+    with klog.Broker(config=TRANSACTIONS) as broker:
+        producer = transactional_partition(broker)
+        with WireClient(broker.host, broker.port) as wire:
+            ids = topic_ids(wire)
+
+            def poll(cid: int, wait_ms: int) -> bytes:
+                return fetch_frame(12, cid, ids, [("txr", [(0, 3, 1 << 20, -1)])], isolation_level=1,
+                                   max_wait_ms=wait_ms)
+
+            wire.send_raw(poll(1, 0))   # the Python path's answer routes the partition
+            [p] = partitions_of(wire.read_frame(), 12)
+            assert (p.last_stable_offset, len(p.records or b"")) == (3, 0)
+            before = broker.stats()["native_fetch_requests"]
+            wire.send_raw(poll(2, 30_000))
+            time.sleep(0.3)
+            started = time.monotonic()
+            producer.commit_transaction(30)
+            [p] = partitions_of(wire.read_frame(), 12)
+            assert time.monotonic() - started < 15, "answered at max_wait_ms, not woken by the commit"
+            assert p.last_stable_offset == 6 and p.records   # the open one (3) committed at 5: all stable
+            assert broker.stats()["native_fetch_requests"] - before == 1
 
 
 def test_every_change_that_could_alter_a_route_forgets_the_native_routes():

@@ -12,6 +12,7 @@ timeout, a client quota appearing at run time, and real clients.
 
 from __future__ import annotations
 
+import contextlib
 import select
 import struct
 import time
@@ -641,6 +642,40 @@ test_a_deleted_and_recreated_topic_is_not_written_through_an_old_route = \
     produce_path.test_a_deleted_and_recreated_topic_is_not_written_through_an_old_route
 
 
+@contextlib.contextmanager
+def transactional_topic(name: str, linger_ms: int) -> Iterator[tuple[klog.Broker, str, Any]]:
+    """A broker with the front on (its transaction state on one replica), a one-partition topic and an initialised
+    confluent-kafka transactional producer: (broker, topic, producer)."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    with klog.Broker(config={**FRONT, "transaction.state.log.replication.factor": 1,
+                             "transaction.state.log.min.isr": 1}) as broker:
+        bootstrap = f"{broker.host}:{broker.port}"
+        topic = f"{name}-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms,
+                                             "transactional.id": f"{name}-{uuid.uuid4().hex[:6]}"})
+        producer.init_transactions(30)
+        yield broker, topic, producer
+
+
+def read_committed(broker: klog.Broker, topic: str, count: int) -> list[bytes]:
+    """The values a read_committed confluent-kafka consumer reads from ``topic`` (until ``count`` or 60 s)."""
+    import confluent_kafka
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": f"{broker.host}:{broker.port}",
+                                         "group.id": f"committed-{uuid.uuid4().hex[:6]}",
+                                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                         "isolation.level": "read_committed"})
+    consumer.subscribe([topic])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < count and time.monotonic() < deadline:
+        seen += [m.value() for m in consumer.consume(1000, 1.0) if m.error() is None]
+    consumer.close()
+    return seen
+
+
 def test_a_transactional_producers_coordinator_connection_stays_on_the_event_loop_instead_of_going_back_and_forth():
     """The front serves none of the transaction coordinator's requests, and librdkafka sends AddPartitionsToTxn and
     EndTxn every transaction on its own connection to the coordinator. Given back at such a request, that connection
@@ -648,18 +683,8 @@ def test_a_transactional_producers_coordinator_connection_stays_on_the_event_loo
     row, up to about 1 s) instead of being handed to the front after every answer and given back at the next
     request: a few hand-backs for a hundred transactions, not two a transaction. Every transaction commits and
     a read_committed consumer reads all of their records."""
-    confluent_kafka = pytest.importorskip("confluent_kafka")
-    from confluent_kafka.admin import AdminClient, NewTopic
     transactions = 100
-    with klog.Broker(config={**FRONT, "transaction.state.log.replication.factor": 1,
-                             "transaction.state.log.min.isr": 1}) as broker:
-        bootstrap = f"{broker.host}:{broker.port}"
-        topic = f"txn-front-{uuid.uuid4().hex[:6]}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                                             "transactional.id": f"front-{uuid.uuid4().hex[:6]}"})
-        producer.init_transactions(30)
+    with transactional_topic("txn-front", 5) as (broker, topic, producer):
 
         def commit(values: range) -> None:
             for i in values:
@@ -673,16 +698,8 @@ def test_a_transactional_producers_coordinator_connection_stays_on_the_event_loo
         handoffs = broker.stats()["native_front_handoffs"] - before
         # about 2 * transactions without the stay (every AddPartitionsToTxn and EndTxn read by the front first)
         assert handoffs <= transactions // 4, handoffs
-        consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-front",
-                                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                                             "isolation.level": "read_committed"})
-        consumer.subscribe([topic])
-        seen: list[int] = []
-        deadline = time.monotonic() + 60
-        while len(seen) < 10 + transactions and time.monotonic() < deadline:
-            seen += [int(m.value()) for m in consumer.consume(1000, 1.0) if m.error() is None]
-        consumer.close()
-        assert seen == list(range(10 + transactions))
+        seen = read_committed(broker, topic, 10 + transactions)
+        assert [int(v) for v in seen] == list(range(10 + transactions))
 
 
 def test_a_partition_whose_transactions_all_ended_no_longer_bounds_the_fronts_high_watermark():
@@ -691,18 +708,9 @@ def test_a_partition_whose_transactions_all_ended_no_longer_bounds_the_fronts_hi
     once every transaction has ended there is none, even with an aborted one still in the log, so the front answers
     that partition's plain produces itself again. read_committed still skips the aborted records."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
-    from confluent_kafka.admin import AdminClient, NewTopic
     from klog.broker.producer_state import NO_UNSTABLE_OFFSET
     from klog.client.loop_thread import call_in_loop
-    with klog.Broker(config={**FRONT, "transaction.state.log.replication.factor": 1,
-                             "transaction.state.log.min.isr": 1}) as broker:
-        bootstrap = f"{broker.host}:{broker.port}"
-        topic = f"txn-ended-{uuid.uuid4().hex[:6]}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0,
-                                             "transactional.id": f"ended-{uuid.uuid4().hex[:6]}"})
-        producer.init_transactions(30)
+    with transactional_topic("txn-ended", 0) as (broker, topic, producer):
         producer.begin_transaction()
         producer.produce(topic, value=b"committed", partition=0)
         producer.commit_transaction(30)
@@ -713,19 +721,11 @@ def test_a_partition_whose_transactions_all_ended_no_longer_bounds_the_fronts_hi
         log_ = call_in_loop(server.loop, lambda: server.state.partitions.get(topic, 0), timeout=30)
         assert log_.first_unstable_offset == 2   # committed (0), its marker (1), then the open one's first offset
         producer.abort_transaction(30)
-        plain = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
+        plain = confluent_kafka.Producer({"bootstrap.servers": f"{broker.host}:{broker.port}", "linger.ms": 0,
+                                          "acks": 1})
         for i in range(20):
             plain.produce(topic, value=b"plain-%d" % i, partition=0)
             plain.flush(30)
         assert _until(lambda: log_.first_unstable_offset == NO_UNSTABLE_OFFSET), log_.first_unstable_offset
         assert log_.high_watermark == log_.log_end_offset
-        consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-ended",
-                                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                                             "isolation.level": "read_committed"})
-        consumer.subscribe([topic])
-        seen: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while len(seen) < 21 and time.monotonic() < deadline:
-            seen += [m.value() for m in consumer.consume(1000, 1.0) if m.error() is None]
-        consumer.close()
-        assert seen == [b"committed"] + [b"plain-%d" % i for i in range(20)]
+        assert read_committed(broker, topic, 21) == [b"committed"] + [b"plain-%d" % i for i in range(20)]

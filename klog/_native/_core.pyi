@@ -150,23 +150,18 @@ def native_produce(
 @final
 class FetchRoutes:
     """The partitions the native Fetch path may serve consumers and replicas from (learned by the broker's Python
-    path; ``consumers`` False: replicas' fetches only; ``read_committed`` False: not read_committed consumers', the
-    partition has transaction state).
+    path).
     ``rack_aware``: replica.selector.class is set (a consumer naming its rack takes the Python path). Holds the
     native wait table of parked long polls too (at most ``max_parked``; 0: none)."""
     def __new__(cls, *, rack_aware: bool, error_none: int, max_parked: int = 0) -> FetchRoutes: ...
-    def learn(self, topic: str, partition: int, log: PartitionLog, *, topic_id: bytes, leader_epoch: int,
-              consumers: bool = True, read_committed: bool = True) -> None: ...
-    def knows(self, topic: str, partition: int, *, replica: bool = False, read_committed: bool = False) -> bool:
-        """Routed for consumers' fetches (``replica``: for replicas'; ``read_committed``: for read_committed
-        consumers')."""
-    def forget(self, topic: str, partition: int) -> None: ...
+    def learn(self, topic: str, partition: int, log: PartitionLog, *, topic_id: bytes, leader_epoch: int) -> None: ...
+    def knows(self, topic: str, partition: int) -> bool: ...
     def clear(self) -> None: ...
     def __len__(self) -> int: ...
     def adopt_session(self, session_id: int, *, epoch: int, uses_topic_ids: bool,
                       partitions: list[tuple[str | bytes, int, int, int, int, int, int, int, int]],
-                      replica: bool = False, read_committed: bool = False) -> bool:
-        """Hold a consumer's (``replica``: a replica's; ``read_committed``: a read_committed one's) fetch session (its next epoch; its partitions in read order as
+                      replica: bool = False) -> bool:
+        """Hold a consumer's (``replica``: a replica's) fetch session (its next epoch; its partitions in read order as
         (topic name or 16-byte id, partition, fetch offset, partition max bytes, current leader epoch, last fetched
         epoch, log start offset, answered high watermark, answered log start offset)); False (not held) unless all
         are routed."""
@@ -536,6 +531,10 @@ class PartitionLog:
     def first_unstable_offset(self) -> int: ...  # the log cleaner stays below it (a transaction's first offset)
     @first_unstable_offset.setter
     def first_unstable_offset(self, value: int) -> None: ...
+    @property
+    def aborted_transactions(self) -> list[tuple[int, int, int]]: ...  # (producer id, first offset, marker offset)
+    @aborted_transactions.setter
+    def aborted_transactions(self, value: list[tuple[int, int, int]]) -> None: ...
     @property
     def high_watermark_waited(self) -> bool: ...  # a long poll in Python waits for it: the native front wakes the broker
     @high_watermark_waited.setter

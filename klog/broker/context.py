@@ -138,6 +138,14 @@ def _segment_bytes(partition_dir: str) -> int:
         return 0
 
 
+def _set_transactions(log_: Any, producers: ProducerStateManager, topic: str, partition: int) -> None:
+    """Set a partition's first unstable offset (at its high watermark now) and aborted transactions on its log: the
+    bounds of its cleaner and of the native paths, and what the native Fetch path tells read_committed consumers."""
+    log_.first_unstable_offset = producers.first_unstable_offset(topic, partition, log_.high_watermark)
+    log_.aborted_transactions = [(a.producer_id, a.first_offset, a.last_offset)
+                                 for a in producers.aborted_in_log(topic, partition)]
+
+
 class BrokerState:
     """Everything a handler can reach. Implements ``klog.broker.handlers.context.HandlerBroker`` (what handlers
     read) and ``klog.broker.groups.api.BrokerContext`` (what the group coordinator uses)."""
@@ -205,7 +213,8 @@ class BrokerState:
         bounded_cleaner = hasattr(_native.PartitionLog, "first_unstable_offset")
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"],
                                               on_aborted=self._index_aborted,
-                                              on_txn_started=self._txn_started)
+                                              on_txn_started=self._txn_started,
+                                              on_txns_changed=self._txns_changed)
         self._bounded_cleaner = bounded_cleaner
         #: the producer-state snapshot's log end offset per partition (None: no snapshot), each partition's log
         #: replayed from there when it opens: a quorum member opens its logs only as the metadata image places
@@ -361,6 +370,8 @@ class BrokerState:
             self._replayed[f"{topic}-{partition}"] = replayed
             log.debug("%s-%d: rebuilt producer state from %d bytes of log in %.0f ms", topic, partition, replayed,
                       (time.monotonic() - began) * 1000)
+        # (the snapshot's, which no change may have set yet)
+        _set_transactions(log_, self.producers, topic, partition)
 
     def _log_replayed(self) -> None:
         """One log line for the producer state rebuilt from the logs opened since the last one (the partitions
@@ -398,13 +409,21 @@ class BrokerState:
                 log.warning("%s-%d: truncating the aborted-transaction index failed: %s", key[0], key[1], exc)
 
     def _txn_started(self, topic: str, partition: int, first_offset: int) -> None:
-        """A transaction started at ``first_offset``: the log cleaner stays below it from now on (the replica
-        manager sets the first unstable offset again with each high watermark); its read_committed consumers' fetches
-        take the Python path (the native Fetch path serves them only on partitions without transactions)."""
-        self.partitions.forget_fetch_route(topic, partition)
+        """A transaction started at ``first_offset``: the log cleaner and the native Fetch path's read_committed
+        consumers stay below it from now on (the log's own append lowered the bound already on a leader; the replica
+        manager sets it again with each high watermark)."""
         log_ = self.partitions.get(topic, partition)
         if self._bounded_cleaner and log_ is not None and first_offset < log_.first_unstable_offset:
             log_.first_unstable_offset = first_offset
+
+    def _txns_changed(self, topic: str, partition: int) -> None:
+        """A transaction of the partition ended, or its aborted transactions changed: its log's first unstable offset
+        (the replica manager sets it with each high watermark, but a marker's high watermark may be set before its
+        transaction is ended here) and aborted transactions again, where the native Fetch path reads them for
+        consumers (the producer state stays their owner)."""
+        log_ = self.partitions.get(topic, partition)
+        if log_ is not None:
+            _set_transactions(log_, self.producers, topic, partition)
 
     def _index_aborted(self, topic: str, partition: int, aborted: CompletedTxn, last_stable_offset: int) -> None:
         """A marker aborted a transaction (on the leader or a follower): its entry in the .txnindex of the segment

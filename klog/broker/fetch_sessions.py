@@ -192,11 +192,10 @@ class FetchSessionCache:
                 self.native.drop_session(session_id)
         return session
 
-    def hand_over(self, session: FetchSession, *, read_committed: bool = False) -> bool:
+    def hand_over(self, session: FetchSession) -> bool:
         """Give ``session`` (a consumer's or a replica's, after the Python path answered one of its fetches) to the
-        native Fetch path, which takes it only if every partition is routed to it (for a read_committed consumer's,
-        ``read_committed``, routed for those); whether it did. A replica's (``privileged``) is continued there by
-        replicas' fetches only."""
+        native Fetch path, which takes it only if every partition is routed to it; whether it did. A replica's
+        (``privileged``) is continued there by replicas' fetches only."""
         native = self.native
         if native is None or session.native or self.sessions.get(session.id) is not session:
             return False
@@ -206,8 +205,7 @@ class FetchSessionCache:
                        p.answered_high_watermark, p.answered_log_start_offset)
                       for (topic, _), p in session.partitions.items()]
         session.native = native.adopt_session(session.id, epoch=session.epoch, uses_topic_ids=by_id,
-                                              partitions=partitions, replica=session.privileged,
-                                              read_committed=read_committed)
+                                              partitions=partitions, replica=session.privileged)
         return session.native
 
     def touch(self, session_id: int, now_ms: int) -> None:

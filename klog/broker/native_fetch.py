@@ -10,11 +10,11 @@ path does (``PartitionManager.wait_for_append``) and calls again when woken or a
 
 The native call serves only what the Python path has already judged: the partitions in
 ``PartitionManager.fetch_routes``, each learned when the Python path served a consumer's or a replica's fetch of it
-as its leader without an error (``klog/broker/handlers/fetch.py::_read_all``; read_committed consumers' only with
-no transaction state on it: a read_uncommitted consumer's answer takes its last stable offset from the log's first
-unstable offset), forgotten with the Produce path's routes at every change of leadership, topics, partitions,
-configs or log dirs (``PartitionManager.forget_native_routes``), and one by one when a transaction starts on a
-partition routed for read_committed consumers.
+as its leader without an error (``klog/broker/handlers/fetch.py::_read_all``), forgotten with the Produce path's
+routes at every change of leadership, topics, partitions, configs or log dirs
+(``PartitionManager.forget_native_routes``). A consumer's last stable offset and a read_committed consumer's aborted
+transactions come from the log, where the broker's transaction state sets them (``first_unstable_offset``,
+``aborted_transactions``).
 Everything else is left to Python: a replica's fetch whose verdict is not a plain read (:func:`judge_replica`) or
 that comes under an authorizer, a fetch session's opening or closing fetch (KIP-227: ``session_epoch`` 0,
 or -1 naming a session), an incremental fetch of a session not handed over or one that adds or forgets

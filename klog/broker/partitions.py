@@ -497,27 +497,17 @@ class PartitionManager:
                                  create_time=create_time, before_max_ms=before_max_ms, after_max_ms=after_max_ms,
                                  compression=compression, compression_level=compression_level)
 
-    def learn_fetch_route(self, topic: str, partition: int, log_: Any, *, read_committed: bool = True) -> None:
+    def learn_fetch_route(self, topic: str, partition: int, log_: Any) -> None:
         """The Python path has just served a consumer's or a replica's fetch of ``topic``-``partition`` as its
         leader, without an error: the native Fetch path may serve it too (under its current leader epoch) until
-        :meth:`forget_native_routes` or :meth:`forget_fetch_route`: replicas' and read_uncommitted consumers'
-        fetches (the latter's last stable offset is the log's first unstable offset below the high watermark),
-        read_committed consumers' only if ``read_committed`` (the partition has no transaction state: no last
-        stable offset below the high watermark, no aborted transaction to skip)."""
+        :meth:`forget_native_routes`, a read_committed consumer's with the last stable offset and the aborted
+        transactions the broker's transaction state sets on the log (``first_unstable_offset``,
+        ``aborted_transactions``)."""
         entry = self.topics.get(topic)
         if self.fetch_routes is None or entry is None:
             return
         self.fetch_routes.learn(topic, partition, log_, topic_id=entry.topic_id.bytes,
-                                leader_epoch=self._leader_epochs.get((topic, partition), 0),
-                                read_committed=read_committed)
-
-    def forget_fetch_route(self, topic: str, partition: int) -> None:
-        """A transaction started on ``topic``-``partition``: its fetches take the Python path until it routes the
-        partition again, for read_committed consumers no more (the last stable offset and the aborted transactions
-        live there). A route already kept from them stays (its read_uncommitted consumers' fetches, and replicas',
-        are not in question)."""
-        if self.fetch_routes is not None and self.fetch_routes.knows(topic, partition, read_committed=True):
-            self.fetch_routes.forget(topic, partition)
+                                leader_epoch=self._leader_epochs.get((topic, partition), 0))
 
     def forget_native_routes(self) -> None:
         """Something a native route was learned under may have changed: every partition takes the Python path

@@ -155,7 +155,8 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 class ProducerStateManager:
     def __init__(self, log_dir: str, expiration_ms: int,
                  on_aborted: Callable[[str, int, CompletedTxn, int], None] | None = None,
-                 on_txn_started: Callable[[str, int, int], None] | None = None) -> None:
+                 on_txn_started: Callable[[str, int, int], None] | None = None,
+                 on_txns_changed: Callable[[str, int], None] | None = None) -> None:
         self.log_dir = log_dir
         self.expiration_ms = expiration_ms
         self._state: dict[tuple[str, int], dict[int, ProducerEntry]] = {}
@@ -166,6 +167,10 @@ class ProducerStateManager:
         #: called with (topic, partition, first offset) when a producer's transaction starts on a partition (the
         #: broker keeps the log cleaner below it at once)
         self.on_txn_started = on_txn_started
+        #: called with (topic, partition) after a transaction of the partition ended or its aborted transactions
+        #: changed otherwise (the broker sets the first unstable offset and the aborted transactions on the
+        #: partition's log again, where the native Fetch path reads them for consumers)
+        self.on_txns_changed = on_txns_changed
 
     # ---- producer ids (handed out by klog.broker.producer_id_blocks) ---------------------------------------
 
@@ -285,7 +290,12 @@ class ProducerStateManager:
             txns.aborted.append(done)
             if self.on_aborted is not None:
                 self.on_aborted(topic, partition, done, self.last_stable_offset(topic, partition, marker_offset + 1))
+        self._changed(topic, partition)
         return done
+
+    def _changed(self, topic: str, partition: int) -> None:
+        if self.on_txns_changed is not None:
+            self.on_txns_changed(topic, partition)
 
     def restore_aborted(self, topic: str, partition: int, entries: list[tuple[int, int, int, int]]) -> None:
         """The aborted transactions of a partition as its .txnindex files list them (producer id, first offset,
@@ -294,10 +304,7 @@ class ProducerStateManager:
         if txns is None:
             txns = self._txns[(topic, partition)] = PartitionTxns()
         txns.aborted = [CompletedTxn(pid, first, last, True) for pid, first, last, _ in entries]
-
-    def has_transactions(self, topic: str, partition: int) -> bool:
-        """Whether the partition keeps any transaction state (open, completed or aborted transactions)."""
-        return (topic, partition) in self._txns
+        self._changed(topic, partition)
 
     def last_stable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
         """The first offset a read_committed consumer may not read: the first offset of the earliest transaction
@@ -316,7 +323,8 @@ class ProducerStateManager:
 
     def first_unstable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
         """The bound the partition's log keeps for its transactions (``PartitionLog.first_unstable_offset``: the
-        cleaner stays below it, the native front moves the high watermark no further), Kafka's
+        cleaner stays below it, the native front moves the high watermark no further, the native Fetch path's
+        read_committed consumers read no further), Kafka's
         ``firstUnstableOffset``: the first offset of the earliest transaction still open or whose marker the ISR
         does not have (at ``high_watermark``), else none (NO_UNSTABLE_OFFSET), also on a partition whose
         transactions have all ended (its aborted ones stay in its state for read_committed fetches, but bound
@@ -366,12 +374,14 @@ class ProducerStateManager:
         txns = self._txns.get((topic, partition))
         if txns is not None:
             txns.aborted = [a for a in txns.aborted if (a.producer_id, a.last_offset) not in markers]
+            self._changed(topic, partition)
 
     def drop_aborted_before(self, topic: str, partition: int, log_start_offset: int) -> None:
         """Retention removed the log below ``log_start_offset``: forget the aborted transactions it ended."""
         txns = self._txns.get((topic, partition))
         if txns is not None and txns.aborted and txns.aborted[0].last_offset < log_start_offset:
             txns.aborted = [a for a in txns.aborted if a.last_offset >= log_start_offset]
+            self._changed(topic, partition)
 
     def forget_partition(self, topic: str, partition: int) -> None:
         self._state.pop((topic, partition), None)
@@ -507,6 +517,7 @@ class ProducerStateManager:
                 txns.completed = deque((c for c in txns.completed if c.last_offset < log_end_offset),
                                        maxlen=COMPLETED_TO_RETAIN)
                 txns.aborted = [a for a in txns.aborted if a.last_offset < log_end_offset]
+                self._changed(topic, partition)
                 for c in reopened:
                     if c.first_offset < log_end_offset:
                         txns.ongoing[c.producer_id] = c.first_offset

@@ -479,8 +479,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "set to native such settings are refused. The controller listener is served by the ssl module either way",
        one_of("ssl", "native")),
     _k("klog.fetch.native.enable", "boolean", True,
-       "serve common Fetch requests (a consumer's fetch of partitions this broker leads, a read_committed one's "
-       "only without transactions on them, sessionless or a session's incremental fetch; a replica's fetch judged a plain read; no client "
+       "serve common Fetch requests (a consumer's fetch of partitions this broker leads, read_committed or not, "
+       "sessionless or a session's incremental fetch; a replica's fetch judged a plain read; no client "
        "quota) in one native call: decode, reads below the high watermark (a replica's to the log end), the long "
        "poll's wait and the encoded answer with the records as sendfile regions; every other request takes the "
        "Python path. false: every Fetch takes the Python path"),

@@ -160,11 +160,8 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
                     had_error = True
                     continue
                 judged[(name, index)] = leadership
-                if fetch_routes is not None and not fetch_routes.knows(name, index, replica=True):
-                    # the native Fetch path serves the replicas' and consumers' next fetches of it (read_committed
-                    # consumers' only without transaction state)
-                    manager.learn_fetch_route(name, index, log_,
-                                              read_committed=not broker.producers.has_transactions(name, index))
+                if fetch_routes is not None and not fetch_routes.knows(name, index):
+                    manager.learn_fetch_route(name, index, log_)   # the native Fetch path serves its next fetches
             visible = log_.log_end_offset
             throttle = broker.leader_throttle
             throttled = throttle.is_throttled(name, index)
@@ -201,10 +198,7 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
         stable = None
         if replica_id < 0:
             if fetch_routes is not None and not following and not fetch_routes.knows(name, index):
-                # the native Fetch path serves its next fetches (read_committed ones only without transaction
-                # state: the last stable offset below the high watermark and the aborted transactions are here)
-                manager.learn_fetch_route(name, index, log_,
-                                          read_committed=not broker.producers.has_transactions(name, index))
+                manager.learn_fetch_route(name, index, log_)   # the native Fetch path serves its next fetches
             lso = broker.producers.last_stable_offset(name, index, log_.high_watermark)
             answer["last_stable_offset"] = lso
             if read_committed:   # only below the last stable offset, with the aborted transactions to skip
@@ -326,8 +320,7 @@ async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: Fetc
         bool(broker.config["replica.selector.class"])
     if session_id != INVALID_SESSION_ID and sessions.native is not None and not rack_aware:
         # the native Fetch path serves the session's next incremental fetches if every partition is routed to it
-        sessions.hand_over(context.session or sessions.sessions[session_id],
-                           read_committed=getattr(request, "isolation_level", 0) == READ_COMMITTED)
+        sessions.hand_over(context.session or sessions.sessions[session_id])
     responses = _by_topic(answers, uses_topic_ids, names)
     if broker.metrics is not None:
         broker.metrics.fetched(responses)

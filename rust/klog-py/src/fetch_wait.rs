@@ -189,12 +189,6 @@ impl Waits {
         self.work.notify_all();
     }
 
-    /// `log`'s route was forgotten: serve its parked requests again.
-    pub(crate) fn wake_log(&self, log: &Arc<core::PartitionLog>) {
-        self.wake_key(wait_key(log, false));
-        self.wake_key(wait_key(log, true));
-    }
-
     fn wake_key(&self, key: usize) {
         let mut st = self.lock();
         let Some(ids) = st.by_log.get(&key) else { return };

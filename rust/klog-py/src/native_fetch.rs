@@ -1,9 +1,9 @@
 //! The native Fetch path: one call takes a whole Fetch request frame, decodes it
 //! (`klog_core::fetch_request`), resolves its partitions among those the broker's Python side
-//! routed here (`FetchRoutes`: partitions it leads; read_committed consumers' only without transaction
-//! state on the partition, whose last stable offset and aborted transactions the Python side keeps), reads each
-//! below its high watermark (a replica's to its log end, once the Python side judged the fetch:
-//! [`Judge`]) and returns the encoded answer, records as segment file regions (sendfile) or
+//! routed here (`FetchRoutes`: partitions it leads), reads each below its high watermark (a
+//! read_committed consumer's below the last stable offset, told the aborted transactions it
+//! overlaps, both from the log as the broker's transaction state sets them; a replica's to its log
+//! end, once the Python side judged the fetch: [`Judge`]) and returns the encoded answer, records as segment file regions (sendfile) or
 //! bytes. A request that must wait (nothing to return yet, `max_wait_ms` > 0) is parked in the
 //! routes' wait table (`crate::fetch_wait`), which answers it from its own thread when a high
 //! watermark moves or at the deadline; or, when the table is full or the connection has no native
@@ -50,21 +50,6 @@ const SESSIONLESS_EPOCH: i32 = -1;
 struct Route {
     log: Arc<core::PartitionLog>,
     leader_epoch: i32,
-    /// consumers' fetches may take it too; else only replicas' (which read to the log end, without a
-    /// last stable offset)
-    consumers: bool,
-    /// read_committed consumers' too (learned without transaction state on the partition: its last
-    /// stable offset is its high watermark, no aborted transaction to skip); a read_uncommitted
-    /// consumer's answer carries the log's first unstable offset as its last stable offset
-    read_committed: bool,
-}
-
-impl Route {
-    /// Whether a fetch may read it: a replica's always, a consumer's if routed for consumers (a
-    /// read_committed one's only on a partition without transaction state).
-    fn serves(&self, replica: bool, read_committed: bool) -> bool {
-        replica || (self.consumers && (!read_committed || self.read_committed))
-    }
 }
 
 /// A topic as a session keeps it: by name (sessions opened before Fetch v13) or by id.
@@ -197,32 +182,20 @@ impl PyFetchRoutes {
     }
 
     /// Route `topic`-`partition` (whose topic has the 16-byte id `topic_id`) to `log`, led in
-    /// `leader_epoch`; for consumers' and replicas' fetches, or (`consumers` False) for replicas'
-    /// only; read_committed consumers' only with `read_committed` (the partition has no transaction
-    /// state).
-    #[pyo3(signature = (topic, partition, log, *, topic_id, leader_epoch, consumers=true, read_committed=true))]
-    fn learn(&self, topic: String, partition: i32, log: &Bound<'_, PyPartitionLog>, topic_id: &[u8], leader_epoch: i32, consumers: bool, read_committed: bool) -> PyResult<()> {
+    /// `leader_epoch`, for replicas' and consumers' fetches.
+    #[pyo3(signature = (topic, partition, log, *, topic_id, leader_epoch))]
+    fn learn(&self, topic: String, partition: i32, log: &Bound<'_, PyPartitionLog>, topic_id: &[u8], leader_epoch: i32) -> PyResult<()> {
         let id = self::topic_id(topic_id)?;
-        let route = Route { log: log.get().shared_log(), leader_epoch, consumers, read_committed };
+        let route = Route { log: log.get().shared_log(), leader_epoch };
         let mut table = self.lock();
         table.names.insert(id, topic.clone());
         table.partitions.insert((topic, partition), route);
         Ok(())
     }
 
-    /// Whether `topic`-`partition` is routed for consumers' fetches (`replica`: for replicas';
-    /// `read_committed`: for read_committed consumers').
-    #[pyo3(signature = (topic, partition, *, replica=false, read_committed=false))]
-    fn knows(&self, topic: &str, partition: i32, replica: bool, read_committed: bool) -> bool {
-        self.lock().partitions.get(&(topic.to_owned(), partition)).is_some_and(|route| route.serves(replica, read_committed))
-    }
-
-    /// Forget `topic`-`partition` (a transaction started on it).
-    fn forget(&self, topic: &str, partition: i32) {
-        let route = self.lock().partitions.remove(&(topic.to_owned(), partition));
-        if let Some(route) = route {
-            self.shared.waits.wake_log(&route.log);
-        }
+    /// Whether `topic`-`partition` is routed.
+    fn knows(&self, topic: &str, partition: i32) -> bool {
+        self.lock().partitions.contains_key(&(topic.to_owned(), partition))
     }
 
     /// Forget every route.
@@ -243,11 +216,9 @@ impl PyFetchRoutes {
     /// `epoch`: its partitions in read order, each a [`PartitionState`] tuple (topic by 16-byte id
     /// when `uses_topic_ids`, else by name). False (nothing kept) unless every partition is routed:
     /// the Python path keeps serving it. `replica`: a replica's session (continued only by replicas'
-    /// fetches; its partitions need only be routed for replicas). `read_committed`: the fetch that
-    /// opened or last changed it was a read_committed consumer's (each fetch is judged by its own
-    /// isolation level again).
-    #[pyo3(signature = (session_id, *, epoch, uses_topic_ids, partitions, replica=false, read_committed=false))]
-    fn adopt_session(&self, session_id: i32, epoch: i32, uses_topic_ids: bool, partitions: Vec<PartitionState<'_>>, replica: bool, read_committed: bool) -> PyResult<bool> {
+    /// fetches).
+    #[pyo3(signature = (session_id, *, epoch, uses_topic_ids, partitions, replica=false))]
+    fn adopt_session(&self, session_id: i32, epoch: i32, uses_topic_ids: bool, partitions: Vec<PartitionState<'_>>, replica: bool) -> PyResult<bool> {
         let mut kept = Vec::with_capacity(partitions.len());
         for (topic, partition, fetch_offset, partition_max_bytes, current_leader_epoch, last_fetched_epoch, log_start_offset, answered_high_watermark, answered_log_start_offset) in partitions {
             let topic = if uses_topic_ids {
@@ -270,7 +241,7 @@ impl PyFetchRoutes {
         let mut table = self.lock();
         let routed = kept.iter().all(|p| {
             table.name_of(p.topic.as_ref()).is_some_and(|name| {
-                table.partitions.get(&(name.to_owned(), p.partition)).is_some_and(|route| route.serves(replica, read_committed))
+                table.partitions.contains_key(&(name.to_owned(), p.partition))
             })
         });
         if !routed || kept.is_empty() {
@@ -558,9 +529,6 @@ pub(crate) fn serve(
             let Some(route) = table.partitions.get(&key) else {
                 return Ok(Served::NotServed);
             };
-            if !route.serves(replica, read_committed) {
-                return Ok(Served::NotServed);
-            }
             if current_leader_epoch != -1 && current_leader_epoch != route.leader_epoch {
                 return Ok(Served::NotServed);
             }
@@ -603,10 +571,12 @@ pub(crate) fn serve(
             }
         }
     }
-    // how far each partition may be read: a consumer below the high watermark, a replica to the log end
+    // how far each partition may be read: a consumer below the high watermark (a read_committed one
+    // below the last stable offset), a replica to the log end
     let visible = |log: &core::PartitionLog| if replica { log.log_end_offset() } else { log.high_watermark() };
+    let readable_end = |log: &core::PartitionLog, end: i64| if read_committed { log.last_stable_offset(end) } else { end };
     let max_bytes = (request.max_bytes as i64).min(fetch_max_bytes).max(0);
-    let readable = planned.iter().any(|p| p.fetch_offset < visible(&p.route.log));
+    let readable = planned.iter().any(|p| p.fetch_offset < readable_end(&p.route.log, visible(&p.route.log)));
     // the reads, as the Python path's _read_all makes them (klog/broker/handlers/fetch.py)
     // (the answers, the record bytes they hold, how far each partition could be read when it was: a
     // wait is woken by a move past that, even one made before its hook was set)
@@ -617,16 +587,20 @@ pub(crate) fn serve(
         for p in &planned {
             let log = &p.route.log;
             let hw = log.high_watermark();
-            let end = visible(log);
-            read_at.push(end);
+            // (a wait is woken by the high watermark moving past where it was read, even if the last
+            // stable offset stays)
+            read_at.push(visible(log));
+            // a consumer's: the log's first unstable offset below the high watermark (none on a
+            // partition without transactions), as the Python path's last stable offset
+            let stable = log.last_stable_offset(hw);
+            let end = readable_end(log, visible(log));
             let mut answer = PartitionAnswer {
                 index: p.index,
                 high_watermark: hw,
-                // a consumer's: the Python path's last stable offset, the log's first unstable offset
-                // below the high watermark (none on a partition without transactions)
-                last_stable_offset: if replica { hw } else { hw.min(log.first_unstable_offset()) },
+                last_stable_offset: if replica { hw } else { stable },
                 log_start_offset: log.log_start_offset(),
-                aborted: read_committed.then(Vec::new),
+                // the aborted transactions the read [fetch offset, last stable offset) overlaps
+                aborted: read_committed.then(|| log.aborted_between(p.fetch_offset, stable)),
                 records: None,
             };
             let remaining = (p.partition_max_bytes as i64).min(max_bytes - total);
@@ -634,7 +608,7 @@ pub(crate) fn serve(
                 answers.push(answer);
                 continue;
             }
-            let limit = if replica { None } else { Some(hw) };
+            let limit = if replica { None } else if read_committed { Some(stable) } else { Some(hw) };
             let read = log.read(p.fetch_offset, remaining.max(0) as u64, limit, total == 0).ok()?;
             answer.high_watermark = read.high_watermark;
             // a replica's is the high watermark read (the Python path's), a consumer's no higher than before

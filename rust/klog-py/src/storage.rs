@@ -722,6 +722,22 @@ impl PyPartitionLog {
     fn set_first_unstable_offset(&self, value: i64) {
         self.log.set_first_unstable_offset(value);
     }
+    /// The aborted transactions whose markers are in the log, (producer id, first offset, marker
+    /// offset) oldest marker first, as the broker's transaction state lists them: the native Fetch
+    /// path tells a read_committed consumer the ones its fetch overlaps.
+    #[getter]
+    fn aborted_transactions(&self) -> Vec<(i64, i64, i64)> {
+        self.log.aborted_transactions().iter().map(|a| (a.producer_id, a.first_offset, a.marker_offset)).collect()
+    }
+    #[setter]
+    fn set_aborted_transactions(&self, aborted: Vec<(i64, i64, i64)>) {
+        self.log.set_aborted_transactions(
+            aborted
+                .into_iter()
+                .map(|(producer_id, first_offset, marker_offset)| core::AbortedTransaction { producer_id, first_offset, marker_offset })
+                .collect(),
+        );
+    }
     /// The broker waits for this log's high watermark in Python (a long poll there): the native
     /// front, which moves the high watermark of logs with one replica itself, then wakes the broker
     /// at once rather than within its accounting interval.

@@ -23,4 +23,4 @@ pub mod time_index;
 pub use config::{LogConfig, TimestampType};
 pub use error::{StorageError, StorageResult};
 pub use log_manager::LogManager;
-pub use partition_log::{AppendInfo, FileRange, OpenOptions, PartitionLog, ReadInfo};
+pub use partition_log::{AbortedTransaction, AppendInfo, FileRange, OpenOptions, PartitionLog, ReadInfo};

@@ -179,6 +179,14 @@ struct MaxTimestampAnswer {
 /// each: a truncation or a log start move racing it).
 const HIGH_WATERMARK_TRIES: usize = 4;
 
+/// An aborted transaction of a partition: its producer, its first offset, its ABORT marker's offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbortedTransaction {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub marker_offset: i64,
+}
+
 pub struct PartitionLog {
     topic: String,
     partition: i32,
@@ -190,6 +198,10 @@ pub struct PartitionLog {
     /// The first offset of a transaction still open or whose marker the ISR lacks (set by the
     /// broker, which tracks transactions; `i64::MAX`: none): the cleaner stops below it.
     first_unstable_offset: AtomicI64,
+    /// The aborted transactions whose markers are in the log, oldest marker first, as the broker's
+    /// transaction state lists them (Kafka's .txnindex entries; set by the broker, which tracks
+    /// transactions): a read_committed fetch is told the ones it overlaps.
+    aborted_transactions: RwLock<Arc<Vec<AbortedTransaction>>>,
     log_start_offset: AtomicI64,
     recovery_point: AtomicI64,
     /// Called (without the log's lock) after the log start offset moved, to persist it.
@@ -561,6 +573,7 @@ impl PartitionLog {
             log_end_offset: AtomicI64::new(leo),
             high_watermark: AtomicI64::new(leo),
             first_unstable_offset: AtomicI64::new(i64::MAX),
+            aborted_transactions: RwLock::new(Arc::new(Vec::new())),
             log_start_offset: AtomicI64::new(log_start),
             recovery_point: AtomicI64::new(recovery_point),
             on_log_start_change: Mutex::new(None),
@@ -608,9 +621,37 @@ impl PartitionLog {
     pub fn first_unstable_offset(&self) -> i64 {
         self.first_unstable_offset.load(Ordering::Acquire)
     }
-    /// The broker's first unstable offset (see the field); the cleaner never cleans past it.
+    /// The broker's first unstable offset (see the field); the cleaner never cleans past it. Raised
+    /// below the high watermark (a transaction ended after its marker's high watermark was set), the
+    /// last stable offset moves up: the high watermark hook is called as for a high watermark moving
+    /// up (a read_committed long poll parked on the log may have records now).
     pub fn set_first_unstable_offset(&self, offset: i64) {
-        self.first_unstable_offset.store(offset, Ordering::Release);
+        let old = self.first_unstable_offset.swap(offset, Ordering::AcqRel);
+        if offset > old && old < self.high_watermark() {
+            self.call_high_watermark_hook();
+        }
+    }
+    /// The last stable offset at high watermark `high_watermark`: no read_committed consumer reads
+    /// at or past it.
+    pub fn last_stable_offset(&self, high_watermark: i64) -> i64 {
+        high_watermark.min(self.first_unstable_offset())
+    }
+    pub fn aborted_transactions(&self) -> Arc<Vec<AbortedTransaction>> {
+        self.aborted_transactions.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    /// The broker's list of the log's aborted transactions (see the field), replaced whole.
+    pub fn set_aborted_transactions(&self, aborted: Vec<AbortedTransaction>) {
+        *self.aborted_transactions.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(aborted);
+    }
+    /// (producer id, first offset) of each aborted transaction a read_committed fetch of
+    /// [`from`, `to`) overlaps (its marker at or after `from`, its first offset before `to`), in the
+    /// list's order: Kafka's collectAbortedTransactions.
+    pub fn aborted_between(&self, from: i64, to: i64) -> Vec<(i64, i64)> {
+        self.aborted_transactions()
+            .iter()
+            .filter(|a| a.marker_offset >= from && a.first_offset < to)
+            .map(|a| (a.producer_id, a.first_offset))
+            .collect()
     }
 
     /// Set the high watermark, clamped to [log start, log end].
@@ -622,13 +663,19 @@ impl PartitionLog {
     /// the clamp and the exchange is seen by the check after it, which clamps again.
     pub fn set_high_watermark(&self, hw: i64) -> i64 {
         let (old, v) = self.exchange_high_watermark(hw);
-        if v > old && self.hw_watched.load(Ordering::Acquire) {
+        if v > old {
+            self.call_high_watermark_hook();
+        }
+        v
+    }
+
+    fn call_high_watermark_hook(&self) {
+        if self.hw_watched.load(Ordering::Acquire) {
             let hook = self.on_high_watermark_up.lock().unwrap_or_else(|p| p.into_inner()).clone();
             if let Some(hook) = hook {
                 hook();
             }
         }
-        v
     }
 
     /// The exchange of `set_high_watermark`: (the value replaced, the value set).
@@ -1775,6 +1822,29 @@ mod tests {
         log.set_first_unstable_offset(i64::MAX); // the broker: the transaction is over
         log.append(&batch(1, 100), 0, 0).unwrap();
         assert_eq!(log.first_unstable_offset(), i64::MAX);
+    }
+
+    #[test]
+    fn a_first_unstable_offset_raised_below_the_high_watermark_calls_the_high_watermark_hook() {
+        // a transaction ended after its marker's high watermark was set: the last stable offset moved up
+        use std::sync::atomic::AtomicUsize;
+        let d = TempDir::new("plog-fuo-hook");
+        let log = open(&d.0, LogConfig::default(), true);
+        log.append(&batch(6, 100), 0, 0).unwrap();
+        log.set_first_unstable_offset(3);
+        log.set_high_watermark(6);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = calls.clone();
+        log.set_high_watermark_hook(Some(Arc::new(move || {
+            seen.fetch_add(1, Ordering::SeqCst);
+        })));
+        log.set_first_unstable_offset(2); // lowered: nothing new to read
+        log.set_first_unstable_offset(i64::MAX); // raised from below the high watermark
+        log.set_first_unstable_offset(i64::MAX); // unchanged
+        assert_eq!((calls.load(Ordering::SeqCst), log.last_stable_offset(log.high_watermark())), (1, 6));
+        log.set_first_unstable_offset(7); // lowered above the high watermark, raised again: the LSO stayed
+        log.set_first_unstable_offset(i64::MAX);
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
     #[test]
