@@ -535,6 +535,7 @@ class PartitionLog:
     def aborted_transactions(self) -> list[tuple[int, int, int]]: ...  # (producer id, first offset, marker offset)
     @aborted_transactions.setter
     def aborted_transactions(self, value: list[tuple[int, int, int]]) -> None: ...
+    def add_aborted_transaction(self, producer_id: int, first_offset: int, marker_offset: int) -> None: ...
     @property
     def high_watermark_waited(self) -> bool: ...  # a long poll in Python waits for it: the native front wakes the broker
     @high_watermark_waited.setter

@@ -416,14 +416,20 @@ class BrokerState:
         if self._bounded_cleaner and log_ is not None and first_offset < log_.first_unstable_offset:
             log_.first_unstable_offset = first_offset
 
-    def _txns_changed(self, topic: str, partition: int) -> None:
-        """A transaction of the partition ended, or its aborted transactions changed: its log's first unstable offset
-        (the replica manager sets it with each high watermark, but a marker's high watermark may be set before its
-        transaction is ended here) and aborted transactions again, where the native Fetch path reads them for
-        consumers (the producer state stays their owner)."""
+    def _txns_changed(self, topic: str, partition: int, added: CompletedTxn | None, replaced: bool) -> None:
+        """A transaction of the partition ended (``added``: it was aborted), or its aborted transactions were
+        ``replaced``: its log's first unstable offset (the replica manager sets it with each high watermark, but a
+        marker's high watermark may be set before its transaction is ended here) and aborted transactions again,
+        where the native Fetch path reads them for consumers (the producer state stays their owner)."""
         log_ = self.partitions.get(topic, partition)
-        if log_ is not None:
+        if log_ is None:
+            return
+        if replaced:
             _set_transactions(log_, self.producers, topic, partition)
+            return
+        if added is not None:   # (before the bound moves past it)
+            log_.add_aborted_transaction(added.producer_id, added.first_offset, added.last_offset)
+        log_.first_unstable_offset = self.producers.first_unstable_offset(topic, partition, log_.high_watermark)
 
     def _index_aborted(self, topic: str, partition: int, aborted: CompletedTxn, last_stable_offset: int) -> None:
         """A marker aborted a transaction (on the leader or a follower): its entry in the .txnindex of the segment

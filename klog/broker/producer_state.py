@@ -156,7 +156,7 @@ class ProducerStateManager:
     def __init__(self, log_dir: str, expiration_ms: int,
                  on_aborted: Callable[[str, int, CompletedTxn, int], None] | None = None,
                  on_txn_started: Callable[[str, int, int], None] | None = None,
-                 on_txns_changed: Callable[[str, int], None] | None = None) -> None:
+                 on_txns_changed: Callable[[str, int, CompletedTxn | None, bool], None] | None = None) -> None:
         self.log_dir = log_dir
         self.expiration_ms = expiration_ms
         self._state: dict[tuple[str, int], dict[int, ProducerEntry]] = {}
@@ -167,9 +167,10 @@ class ProducerStateManager:
         #: called with (topic, partition, first offset) when a producer's transaction starts on a partition (the
         #: broker keeps the log cleaner below it at once)
         self.on_txn_started = on_txn_started
-        #: called with (topic, partition) after a transaction of the partition ended or its aborted transactions
-        #: changed otherwise (the broker sets the first unstable offset and the aborted transactions on the
-        #: partition's log again, where the native Fetch path reads them for consumers)
+        #: called with (topic, partition, the aborted transaction added or None, whether the aborted transactions
+        #: were replaced) after a transaction of the partition ended or its aborted transactions changed otherwise
+        #: (the broker sets the first unstable offset and the aborted transactions on the partition's log again,
+        #: where the native Fetch path reads them for consumers)
         self.on_txns_changed = on_txns_changed
 
     # ---- producer ids (handed out by klog.broker.producer_id_blocks) ---------------------------------------
@@ -285,17 +286,19 @@ class ProducerStateManager:
         first = txns.ongoing.pop(producer_id)
         done = CompletedTxn(producer_id, first, marker_offset, not commit)
         txns.completed.append(done)
+        added = None
         if not commit and not (txns.aborted and txns.aborted[-1].last_offset >= marker_offset):
             # (a restart replaying markers the index already has adds nothing)
             txns.aborted.append(done)
+            added = done
             if self.on_aborted is not None:
                 self.on_aborted(topic, partition, done, self.last_stable_offset(topic, partition, marker_offset + 1))
-        self._changed(topic, partition)
+        self._changed(topic, partition, added, replaced=False)
         return done
 
-    def _changed(self, topic: str, partition: int) -> None:
+    def _changed(self, topic: str, partition: int, added: CompletedTxn | None = None, *, replaced: bool = True) -> None:
         if self.on_txns_changed is not None:
-            self.on_txns_changed(topic, partition)
+            self.on_txns_changed(topic, partition, added, replaced)
 
     def restore_aborted(self, topic: str, partition: int, entries: list[tuple[int, int, int, int]]) -> None:
         """The aborted transactions of a partition as its .txnindex files list them (producer id, first offset,

@@ -729,6 +729,10 @@ impl PyPartitionLog {
     fn aborted_transactions(&self) -> Vec<(i64, i64, i64)> {
         self.log.aborted_transactions().iter().map(|a| (a.producer_id, a.first_offset, a.marker_offset)).collect()
     }
+    /// One more aborted transaction, its marker after the others' (a marker just ended it).
+    fn add_aborted_transaction(&self, producer_id: i64, first_offset: i64, marker_offset: i64) {
+        self.log.add_aborted_transaction(core::AbortedTransaction { producer_id, first_offset, marker_offset });
+    }
     #[setter]
     fn set_aborted_transactions(&self, aborted: Vec<(i64, i64, i64)>) {
         self.log.set_aborted_transactions(

@@ -643,6 +643,12 @@ impl PartitionLog {
     pub fn set_aborted_transactions(&self, aborted: Vec<AbortedTransaction>) {
         *self.aborted_transactions.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(aborted);
     }
+    /// One more aborted transaction, its marker after the others' (the list is copied only while a
+    /// reader holds it).
+    pub fn add_aborted_transaction(&self, aborted: AbortedTransaction) {
+        let mut list = self.aborted_transactions.write().unwrap_or_else(|p| p.into_inner());
+        Arc::make_mut(&mut list).push(aborted);
+    }
     /// (producer id, first offset) of each aborted transaction a read_committed fetch of
     /// [`from`, `to`) overlaps (its marker at or after `from`, its first offset before `to`), in the
     /// list's order: Kafka's collectAbortedTransactions.
@@ -1822,6 +1828,24 @@ mod tests {
         log.set_first_unstable_offset(i64::MAX); // the broker: the transaction is over
         log.append(&batch(1, 100), 0, 0).unwrap();
         assert_eq!(log.first_unstable_offset(), i64::MAX);
+    }
+
+    #[test]
+    fn a_read_committed_fetch_is_told_the_aborted_transactions_it_overlaps_in_marker_order() {
+        let d = TempDir::new("plog-aborted");
+        let log = open(&d.0, LogConfig::default(), true);
+        let aborted = |producer_id, first_offset, marker_offset| AbortedTransaction { producer_id, first_offset, marker_offset };
+        log.set_aborted_transactions(vec![aborted(7, 2, 5), aborted(8, 4, 9)]);
+        log.add_aborted_transaction(aborted(7, 10, 12));
+        let held = log.aborted_transactions(); // a reader's copy stays as it was
+        log.add_aborted_transaction(aborted(9, 13, 20));
+        assert_eq!(held.len(), 3);
+        assert_eq!(log.aborted_between(0, 30), vec![(7, 2), (8, 4), (7, 10), (9, 13)]);
+        assert_eq!(log.aborted_between(6, 11), vec![(8, 4), (7, 10)]); // marker >= 6, first < 11
+        assert_eq!(log.aborted_between(0, 2), vec![]); // a read stopping before the first one
+        assert_eq!(log.aborted_between(21, 30), vec![]); // every marker before the read
+        log.set_aborted_transactions(Vec::new());
+        assert_eq!(log.aborted_between(0, 30), vec![]);
     }
 
     #[test]
