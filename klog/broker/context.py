@@ -138,12 +138,15 @@ def _segment_bytes(partition_dir: str) -> int:
         return 0
 
 
-def _set_transactions(log_: Any, producers: ProducerStateManager, topic: str, partition: int) -> None:
-    """Set a partition's first unstable offset (at its high watermark now) and aborted transactions on its log: the
-    bounds of its cleaner and of the native paths, and what the native Fetch path tells read_committed consumers."""
+def _set_transactions(log_: Any, producers: ProducerStateManager, topic: str, partition: int, *,
+                      aborted: bool = True) -> None:
+    """Set a partition's first unstable offset (at its high watermark now) and (``aborted``) its aborted transactions
+    on its log: the bounds of its cleaner and of the native paths, and what the native Fetch path tells
+    read_committed consumers."""
     log_.first_unstable_offset = producers.first_unstable_offset(topic, partition, log_.high_watermark)
-    log_.aborted_transactions = [(a.producer_id, a.first_offset, a.last_offset)
-                                 for a in producers.aborted_in_log(topic, partition)]
+    if aborted:
+        log_.aborted_transactions = [(a.producer_id, a.first_offset, a.last_offset)
+                                     for a in producers.aborted_in_log(topic, partition)]
 
 
 class BrokerState:
@@ -207,15 +210,9 @@ class BrokerState:
                         len(unclean), "no data was cut" if not truncated else
                         f"{sum(truncated.values())} bytes of unfinished batches were cut from {len(truncated)} "
                         f"partitions ({', '.join(sorted(truncated)[:10])})")
-        from klog import _native
-
-        #: False with a native core built before the cleaner took a first unstable offset (a stale build)
-        bounded_cleaner = hasattr(_native.PartitionLog, "first_unstable_offset")
         self.producers = ProducerStateManager(config.log_dirs[0], config["producer.id.expiration.ms"],
-                                              on_aborted=self._index_aborted,
                                               on_txn_started=self._txn_started,
                                               on_txns_changed=self._txns_changed)
-        self._bounded_cleaner = bounded_cleaner
         #: the producer-state snapshot's log end offset per partition (None: no snapshot), each partition's log
         #: replayed from there when it opens: a quorum member opens its logs only as the metadata image places
         #: them on it, after this constructor (the image starts at the last metadata snapshot and the rest of
@@ -235,8 +232,7 @@ class BrokerState:
                                        on_follower_truncated=self._follower_truncated, controller=isr_channel,
                                        connector=self.inter_broker,
                                        restored_high_watermarks=restored_high_watermarks,
-                                       first_unstable_offset=self.producers.first_unstable_offset
-                                       if bounded_cleaner else None)
+                                       first_unstable_offset=self.producers.first_unstable_offset)
         #: leader.replication.throttled.rate for the replica fetches this broker answers (the Fetch handler)
         self.leader_throttle = ReplicationThrottle.leader(config.node_id, lambda: self.replicas.image, config,
                                                           monotonic_ms)
@@ -413,30 +409,28 @@ class BrokerState:
         consumers stay below it from now on (the log's own append lowered the bound already on a leader; the replica
         manager sets it again with each high watermark)."""
         log_ = self.partitions.get(topic, partition)
-        if self._bounded_cleaner and log_ is not None and first_offset < log_.first_unstable_offset:
+        if log_ is not None and first_offset < log_.first_unstable_offset:
             log_.first_unstable_offset = first_offset
 
     def _txns_changed(self, topic: str, partition: int, added: CompletedTxn | None, replaced: bool) -> None:
         """A transaction of the partition ended (``added``: it was aborted), or its aborted transactions were
-        ``replaced``: its log's first unstable offset (the replica manager sets it with each high watermark, but a
-        marker's high watermark may be set before its transaction is ended here) and aborted transactions again,
-        where the native Fetch path reads them for consumers (the producer state stays their owner)."""
+        ``replaced``: an abort's .txnindex entry, and the log's first unstable offset (the replica manager sets it
+        with each high watermark, but a marker's high watermark may be set before its transaction is ended here)
+        and aborted transactions again, where the native Fetch path reads them for consumers (the producer state
+        stays their owner)."""
         log_ = self.partitions.get(topic, partition)
         if log_ is None:
-            return
-        if replaced:
-            _set_transactions(log_, self.producers, topic, partition)
             return
         if added is not None:   # (before the bound moves past it)
+            self._index_aborted(log_, topic, partition, added,
+                                self.producers.last_stable_offset(topic, partition, added.last_offset + 1))
             log_.add_aborted_transaction(added.producer_id, added.first_offset, added.last_offset)
-        log_.first_unstable_offset = self.producers.first_unstable_offset(topic, partition, log_.high_watermark)
+        _set_transactions(log_, self.producers, topic, partition, aborted=replaced)
 
-    def _index_aborted(self, topic: str, partition: int, aborted: CompletedTxn, last_stable_offset: int) -> None:
+    @staticmethod
+    def _index_aborted(log_: Any, topic: str, partition: int, aborted: CompletedTxn, last_stable_offset: int) -> None:
         """A marker aborted a transaction (on the leader or a follower): its entry in the .txnindex of the segment
         holding the marker, as Kafka writes it."""
-        log_ = self.partitions.get(topic, partition)
-        if log_ is None:
-            return
         try:
             base = txn_index.segment_of(aborted.last_offset, log_.segment_base_offsets())
             txn_index.append(log_.dir, base, aborted.producer_id, aborted.first_offset, aborted.last_offset,

@@ -154,16 +154,12 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 
 class ProducerStateManager:
     def __init__(self, log_dir: str, expiration_ms: int,
-                 on_aborted: Callable[[str, int, CompletedTxn, int], None] | None = None,
                  on_txn_started: Callable[[str, int, int], None] | None = None,
                  on_txns_changed: Callable[[str, int, CompletedTxn | None, bool], None] | None = None) -> None:
         self.log_dir = log_dir
         self.expiration_ms = expiration_ms
         self._state: dict[tuple[str, int], dict[int, ProducerEntry]] = {}
         self._txns: dict[tuple[str, int], PartitionTxns] = {}
-        #: called with (topic, partition, the aborted transaction, the last stable offset after it) when a marker
-        #: aborts a transaction (the broker writes its .txnindex entry)
-        self.on_aborted = on_aborted
         #: called with (topic, partition, first offset) when a producer's transaction starts on a partition (the
         #: broker keeps the log cleaner below it at once)
         self.on_txn_started = on_txn_started
@@ -291,8 +287,6 @@ class ProducerStateManager:
             # (a restart replaying markers the index already has adds nothing)
             txns.aborted.append(done)
             added = done
-            if self.on_aborted is not None:
-                self.on_aborted(topic, partition, done, self.last_stable_offset(topic, partition, marker_offset + 1))
         self._changed(topic, partition, added, replaced=False)
         return done
 
@@ -312,17 +306,7 @@ class ProducerStateManager:
     def last_stable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
         """The first offset a read_committed consumer may not read: the first offset of the earliest transaction
         still open or whose marker the ISR does not have, else the high watermark."""
-        txns = self._txns.get((topic, partition))
-        if txns is None:
-            return high_watermark
-        lso = high_watermark
-        for first in txns.ongoing.values():
-            lso = min(lso, first)
-        for done in reversed(txns.completed):
-            if done.last_offset < high_watermark:
-                break   # markers are appended in offset order: the older ones are replicated too
-            lso = min(lso, done.first_offset)
-        return lso
+        return min(high_watermark, self.first_unstable_offset(topic, partition, high_watermark))
 
     def first_unstable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
         """The bound the partition's log keeps for its transactions (``PartitionLog.first_unstable_offset``: the

@@ -3,9 +3,9 @@
 //! routed here (`FetchRoutes`: partitions it leads), reads each below its high watermark (a
 //! read_committed consumer's below the last stable offset, told the aborted transactions it
 //! overlaps, both from the log as the broker's transaction state sets them; a replica's to its log
-//! end, once the Python side judged the fetch: [`Judge`]) and returns the encoded answer, records as segment file regions (sendfile) or
-//! bytes. A request that must wait (nothing to return yet, `max_wait_ms` > 0) is parked in the
-//! routes' wait table (`crate::fetch_wait`), which answers it from its own thread when a high
+//! end, once the Python side judged the fetch: [`Judge`]) and returns the encoded answer, records
+//! as segment file regions (sendfile) or bytes. A request that must wait (nothing to return yet,
+//! `max_wait_ms` > 0) is parked in the routes' wait table (`crate::fetch_wait`), which answers it from its own thread when a high
 //! watermark moves or at the deadline; or, when the table is full or the connection has no native
 //! send queue, returns the partitions to wait on, and the broker calls again once woken or at the
 //! deadline. The work itself ([`serve`]) takes no Python object, so both callers share it. Anything
