@@ -24,6 +24,7 @@ import pytest
 
 import klog
 from klog.protocol import ApiKey, decode_response, encode_request
+from klog.protocol.error_codes import ErrorCode
 from klog.testing.wire import WireClient, fetch_raw
 import test_native_produce_path as produce_path
 from native_path_support import produce_with_two_clients, read_with_two_clients
@@ -42,6 +43,8 @@ test_acks_0_is_appended_without_an_answer_and_the_next_answer_follows_it = \
     produce_path.test_acks_0_is_appended_without_an_answer_and_the_next_answer_follows_it
 test_an_idempotent_producers_batches_in_sequence_are_served_natively_and_the_rest_by_python = \
     produce_path.test_an_idempotent_producers_batches_in_sequence_are_served_natively_and_the_rest_by_python
+test_while_the_python_path_holds_a_producer_table_the_partitions_producers_are_its_to_serve = \
+    produce_path.test_while_the_python_path_holds_a_producer_table_the_partitions_producers_are_its_to_serve
 test_each_error_case_gets_the_python_paths_bytes_on_every_version = \
     produce_path.test_each_error_case_gets_the_python_paths_bytes_on_every_version
 test_a_malformed_produce_frame_gets_the_python_paths_treatment = \
@@ -105,8 +108,8 @@ def _frames(wire: WireClient, count: int) -> list[bytes]:
 
 
 def test_pipelined_requests_mixing_front_and_python_served_frames_keep_their_order(pair):
-    """One write carrying Produce requests the front serves, requests it hands back (ApiVersions, an idempotent
-    producer's batch, a bad CRC, Metadata) and an acks=0 produce: every answer in request order, the same bytes
+    """One write carrying Produce requests the front serves (an idempotent producer's batch among them), requests it
+    hands back (ApiVersions, a bad CRC, Metadata) and an acks=0 produce: every answer in request order, the same bytes
     as the Python path's (Metadata's names each broker's own address: its correlation id only)."""
     front = pair.brokers[0]
     idempotent = batch(producer_id=9100, producer_epoch=0, base_sequence=0)
@@ -214,28 +217,58 @@ def test_a_large_multi_partition_produce_is_served_by_the_front_with_the_python_
     assert pair.brokers[1].stats()["native_produce_requests"] == 0
 
 
-def test_an_idempotent_producers_large_frame_is_handed_back_from_its_first_bytes_with_the_python_paths_bytes(pair):
-    """The front does not serve a producer id's batches: a large frame of one is given back as soon as its first
-    batch header is read (nothing grown for it) and the event loop answers it as the Python path does."""
+def test_an_idempotent_producers_large_frame_is_read_whole_and_served_by_the_front_and_its_retry_by_python(pair):
+    """The front checks an idempotent producer's sequence in the partition's producer table: a large frame of one is
+    read whole and served by the front (no hand-back); its retry, a duplicate, is handed back and the event loop
+    answers it as the Python path does, with the first answer's offset."""
     front = pair.brokers[0]
     pair.same(lambda cid: produce_frame(9, cid, [("plain", [(0, batch())])]))
     assert _held_by_front(front)
-    stats = front.stats()
-    peak = stats["native_front_held_bytes_peak"]
+    stats, served = front.stats(), front_served(front)
     idempotent = batch(100, size=2000, producer_id=9200, producer_epoch=0, base_sequence=0)
     answer = pair.same(lambda cid: produce_frame(9, cid, [("plain", [(2, idempotent)])]))
     assert error_codes(answer, 9) == [0]
     after = front.stats()
-    assert after["native_front_handoffs"] == stats["native_front_handoffs"] + 1
-    assert after["native_front_large_frames"] == stats["native_front_large_frames"]
-    assert after["native_front_held_bytes_peak"] == peak
+    assert after["native_front_handoffs"] == stats["native_front_handoffs"]
+    assert after["native_front_large_frames"] == stats["native_front_large_frames"] + 1
+    assert front_served(front) == served + 1
+    retry = pair.same(lambda cid: produce_frame(9, cid, [("plain", [(2, idempotent)])]))
+    assert error_codes(retry, 9) == [0]
+    assert base_offsets(retry) == base_offsets(answer)
+    assert front.stats()["native_front_handoffs"] == after["native_front_handoffs"] + 1
+    assert front_served(front) == served + 1
 
 
-def test_an_idempotent_producers_connection_stays_on_the_event_loop_instead_of_going_back_and_forth(pair):
-    """The front does not check sequences, so it gives an idempotent producer's connection back at each Produce.
-    At such a Produce the connection stays on the event loop for 2 ms, twice as long at each one in a row (up to
-    about 1 s), instead of being handed to the front again after every answer; the answers are the Python path's
-    bytes, and a plain Produce once that time is over is the front's again."""
+def base_offsets(answer: bytes, version: int = 9) -> list[int]:
+    _, response = decode_response(ApiKey.PRODUCE, version, answer)
+    return [p.base_offset for t in response.responses for p in t.partition_responses]
+
+
+def test_an_idempotent_producers_batches_in_sequence_are_all_served_by_the_front(pair):
+    """A hundred batches of one idempotent producer in sequence, one Produce each: the front serves every one (none
+    handed back), with the Python path's bytes."""
+    front = pair.brokers[0]
+    own = Pair(*pair.brokers)
+    try:
+        own.same(lambda cid: produce_frame(9, cid, [("plain", [(0, batch())])]))
+        assert _held_by_front(front)
+        handoffs, served = front.stats()["native_front_handoffs"], front_served(front)
+        for seq in range(0, 200, 2):
+            records = batch(2, producer_id=9250, producer_epoch=0, base_sequence=seq)
+            answer = own.same(lambda cid, r=records: produce_frame(9, cid, [("plain", [(1, r)])]))
+            assert error_codes(answer, 9) == [0]
+        assert front.stats()["native_front_handoffs"] == handoffs
+        assert front_served(front) == served + 100
+    finally:
+        own.close()
+
+
+def test_a_connection_given_back_at_each_produce_stays_on_the_event_loop_instead_of_going_back_and_forth(pair):
+    """A Produce the front never serves (a transactional batch's: here without a transactional id, which the Python
+    path refuses) gives its connection back. At such a Produce the connection stays on the event loop for 2 ms,
+    twice as long at each one in a row (up to about 1 s), instead of being handed to the front again after every
+    answer; the answers are the Python path's bytes, and a plain Produce once that time is over is the front's
+    again."""
     front = pair.brokers[0]
     own = Pair(*pair.brokers)
     plain = lambda cid: produce_frame(9, cid, [("plain", [(0, batch())])])  # noqa: E731
@@ -254,9 +287,9 @@ def test_an_idempotent_producers_connection_stays_on_the_event_loop_instead_of_g
         assert front_serves_within(20)
         before = front.stats()["native_front_handoffs"]
         for seq in range(0, 200, 2):
-            records = batch(2, producer_id=9300, producer_epoch=0, base_sequence=seq)
+            records = batch(2, producer_id=9300, producer_epoch=0, base_sequence=seq, is_transactional=True)
             answer = own.same(lambda cid, r=records: produce_frame(9, cid, [("plain", [(1, r)])]))
-            assert error_codes(answer, 9) == [0]
+            assert error_codes(answer, 9) == [ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED]
         handoffs = front.stats()["native_front_handoffs"] - before
         assert 1 <= handoffs <= 15, handoffs   # 100 without the pause
         time.sleep(1.2)
@@ -455,8 +488,9 @@ def _until(condition: Any, timeout: float = 10.0) -> bool:
 
 def test_a_large_frame_the_front_gives_back_while_request_memory_is_full_waits_for_room_and_is_answered_in_order():
     """Bytes the front gives back (Connection.from_front) holding a large request that must wait for request memory.
-    One connection's idempotent 300 KB Produce, half sent, holds 300,000 of the broker's 400,000 request bytes (the
-    front gives such a frame back from its first bytes: the event loop admits it). Another connection, the front's,
+    One connection's 300 KB Produce of a transactional batch, half sent, holds 300,000 of the broker's 400,000
+    request bytes (the front gives such a frame back from its first bytes: the event loop admits it, and refuses the
+    batch, which has no transactional id). Another connection, the front's,
     sends a 200 KB Produce to a partition not routed yet and a small one after it: the front reads the large one
     whole (into a buffer it grows), gives it back, and the event loop cannot admit it. It waits (it was closed over an
     internal error: the reader's buffer full of a frame waiting for admission); once the first request completes, both
@@ -470,7 +504,7 @@ def test_a_large_frame_the_front_gives_back_while_request_memory_is_full_waits_f
                 assert error_codes(sender.read_frame(), 9) == [0]
             assert _until(lambda: broker.stats()["native_front_connections"] >= 1)
             held = produce_frame(9, 10, [(routed, [(1, batch(size=300_000, producer_id=9300, producer_epoch=0,
-                                                            base_sequence=0))])])
+                                                            base_sequence=0, is_transactional=True))])])
             holder.send_raw(held[:150_000])
             assert _until(lambda: broker.stats()["request_bytes_held"] >= 300_000), broker.stats()
             handoffs = broker.stats()["native_front_handoffs"]
@@ -480,7 +514,7 @@ def test_a_large_frame_the_front_gives_back_while_request_memory_is_full_waits_f
             assert _until(lambda: broker.stats()["native_front_held_bytes_peak"] >= 200_004
                           and broker.stats()["native_front_handoffs"] > handoffs), broker.stats()
             holder.send_raw(held[150_000:])
-            assert error_codes(holder.read_frame(), 9) == [0]
+            assert error_codes(holder.read_frame(), 9) == [ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED]
             answers = [sender.read_frame(), sender.read_frame()]
             assert [struct.unpack(">i", a[:4])[0] for a in answers] == [11, 12]
             assert [error_codes(a, 9) for a in answers] == [[0], [0]]
@@ -581,6 +615,53 @@ def test_real_clients_produce_and_consume_with_the_front_on():
         produce_time = server.metrics.request_time_ms[0]
         # every Produce answered counts in the request-time histogram, the front's included
         assert sum(produce_time.counts) >= broker.stats()["native_front_requests"]
+
+
+def test_an_idempotent_confluent_kafka_producer_is_served_by_the_front_and_read_back_once_in_order():
+    """librdkafka with enable.idempotence (acks=all, up to 5 requests in flight) on a one-replica topic: once the
+    partitions are routed the front serves its Produce requests, checking each batch's sequence in the partition's
+    producer table, with few hand-backs; every record is read back once, in order, and each partition's table holds
+    the producer at the sequence of its last record."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from klog.client.loop_thread import call_in_loop
+    with klog.Broker(config=FRONT) as broker:
+        bootstrap = f"{broker.host}:{broker.port}"
+        topic = f"idempotent-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                                             "linger.ms": 0})
+
+        def produce(values: range) -> None:
+            for i in values:
+                producer.produce(topic, value=b"%06d" % i, partition=i % 2)
+                producer.poll(0)
+            assert producer.flush(30) == 0
+
+        produce(range(20))   # the Python path's first append to each partition routes it
+        time.sleep(0.2)      # the producer's connection idle: the front's
+        before = broker.stats()
+        produce(range(20, 1020))
+        after = broker.stats()
+        served = after["native_front_requests"] - before["native_front_requests"]
+        handoffs = after["native_front_handoffs"] - before["native_front_handoffs"]
+        assert served > 0 and handoffs < served, (served, handoffs)
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "g",
+                                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([topic])
+        got: dict[int, list[int]] = {0: [], 1: []}
+        deadline = time.monotonic() + 30
+        while sum(map(len, got.values())) < 1020 and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                got[msg.partition()].append(int(msg.value()))
+        consumer.close()
+        assert got == {p: list(range(p, 1020, 2)) for p in (0, 1)}
+        server = broker._require()
+        tables = call_in_loop(server.loop, lambda: [server.state.producers.table(topic, p).producers()
+                                                     for p in (0, 1)], timeout=30)
+        assert [[entry[2] for entry in table] for table in tables] == [[509], [509]]
 
 
 def test_a_confluent_kafka_throughput_producers_large_requests_are_served_by_the_front_and_read_back():

@@ -141,6 +141,37 @@ def test_an_idempotent_producers_batches_in_sequence_are_served_natively_and_the
     assert pair.native_served() == before + len(NATIVE_VERSIONS) + 2
 
 
+def test_while_the_python_path_holds_a_producer_table_the_partitions_producers_are_its_to_serve(pair):
+    """Every append path checks, appends and records a producer's batch as one step: the native paths under the
+    partition's producer table's lock, the Python path by holding the table from its check to its record. While the
+    table is held (here by a check made in the test), the native path leaves that partition's producers' batches to
+    the Python path, whose record ends the hold; the partition's log shares the broker's table."""
+    from klog.client.loop_thread import call_in_loop
+    server = pair.brokers[0]._require()
+
+    def in_loop(work: Any) -> Any:
+        return call_in_loop(server.loop, work, timeout=30)
+
+    def send(seq: int) -> bytes:
+        records = batch(2, producer_id=7100, producer_epoch=0, base_sequence=seq)
+        return pair.same(lambda cid: produce_frame(9, cid, [("plain", [(0, records)])]))
+
+    pair.same(lambda cid: produce_frame(9, cid, [("plain", [(0, batch())])]))   # the partition routed
+    table = in_loop(lambda: server.state.producers.table("plain", 0))
+    assert in_loop(lambda: server.state.partitions.get("plain", 0).producers) == table
+    before = pair.native_served()
+    assert error_codes(send(0), 9) == [errors.NONE]
+    assert pair.native_served() == before + 1
+    assert in_loop(lambda: table.check(7100, 0, 2, 3, True)) == (errors.NONE, None)
+    assert table.held
+    assert error_codes(send(2), 9) == [errors.NONE]
+    assert pair.native_served() == before + 1, "a held table's producer was served natively"
+    assert not table.held
+    assert error_codes(send(4), 9) == [errors.NONE]
+    assert pair.native_served() == before + 2
+    assert [(p[1], p[2]) for p in table.producers() if p[0] == 7100] == [(0, 5)]   # epoch, last sequence
+
+
 def _corrupt_crc(records: bytes) -> bytes:
     damaged = bytearray(records)
     damaged[-1] ^= 0xFF   # the last record's value: the CRC no longer matches

@@ -335,6 +335,8 @@ class BrokerState:
         batches, after a clean stop nothing), so that retries are recognised, open transactions hold the last
         stable offset and their markers index the aborted ones (without it, a node restarted after a SIGKILL
         served aborted records to read_committed consumers: docs/reliability.md)."""
+        # the log's append paths check and record producers' batches in the partition's table
+        log_.producers = self.producers.table(topic, partition)
         end = log_.log_end_offset
         aborted = txn_index.read(log_.dir)
         if aborted is not None:   # Kafka's .txnindex files list the partition's aborted transactions

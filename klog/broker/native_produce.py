@@ -9,9 +9,13 @@ unchanged. The native call serves only what the Python path has already judged: 
 judgement (any metadata image a broker applies, a config, a leader epoch, a log dir going offline). Everything
 else is left to Python: unrouted partitions, any batch the checks refuse, malformed frames, and
 connections under a client quota, an unfinished SASL login, or request tracing. Idempotent producers' batches are
-served when the producer state (Python's ``klog/broker/producer_state.py::ProducerStateManager``) says they are
-next in sequence: the native call asks it once per batch before appending anything, and their appends are
-recorded in it afterwards; errors and retried duplicates are the Python path's to answer.
+served when their partition's producer table (``klog._native.ProducerTable``, which the broker's
+``klog/broker/producer_state.py::ProducerStateManager`` sets on the log) takes them as next in sequence: the native
+call locks the request's tables, checks every batch, appends and records them under the locks (as Kafka checks,
+appends and records under the log's lock), so no other path appends the same sequence meanwhile; errors, retried
+duplicates, a table the Python path holds between its check and its record, and an idempotent batch on a partition
+that may have a transaction open (Kafka's INVALID_TXN_STATE rule) are the Python path's to answer. The native front
+(``klog/broker/network/front.py``) serves them the same way, without Python.
 
 Transactional batches (:func:`transaction_check`) are served when, besides being next in sequence, they belong to
 a transaction the partition already knows: the producer has one open on the partition at the batch's epoch, or,
@@ -55,7 +59,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from klog import _native
 from klog.broker import errors
 from klog.broker.handlers.produce import _rejections
-from klog.broker.producer_state import BatchMetadata
 from klog.broker.transactions.operations import ADD_PARTITION, produce_operation
 
 if TYPE_CHECKING:
@@ -64,20 +67,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("klog.broker.produce")
 
 PRODUCE_KEY = 0
-
-
-def sequence_check(state: BrokerState) -> Callable[[str, int, int, int, int, int], bool]:
-    """The idempotent producers' check the native call asks (made once per broker, not per request)."""
-    producers = state.producers
-
-    def in_sequence(topic: str, partition: int, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> bool:
-        """An idempotent producer's next batch (no error, not a retried duplicate, no transaction open on the
-        partition): the native path appends it; anything else is the Python path's to answer."""
-        code, duplicate = producers.check(topic, partition, producer_id, epoch, first_seq, last_seq)
-        return code == errors.NONE and duplicate is None and \
-            producers.check_transactional(topic, partition, producer_id, False) == errors.NONE
-
-    return in_sequence
 
 
 def transaction_check(state: BrokerState) -> Callable[[str, int, str, int, int, int, int, int], bool]:
@@ -123,21 +112,19 @@ class ProduceChecks(NamedTuple):
     """The checks the native call asks, closures over the broker's state: made once per broker and shared by its
     connections (a set of its own cost each connection about 0.6 KiB)."""
 
-    in_sequence: Callable[[str, int, int, int, int, int], bool]
     replicated: Callable[[list[tuple[str, int]]], bool]
     in_transaction: Callable[[str, int, str, int, int, int, int, int], bool]
 
 
 def produce_checks(state: BrokerState) -> ProduceChecks:
-    return ProduceChecks(sequence_check(state), replicated_check(state), transaction_check(state))
+    return ProduceChecks(replicated_check(state), transaction_check(state))
 
 
 def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None,
-          in_sequence: Callable[[str, int, int, int, int, int], bool],
           replicated: Callable[[list[tuple[str, int]]], bool] | None = None,
           in_transaction: Callable[[str, int, str, int, int, int, int, int], bool] | None = None) -> Any:
     """The native path's outcome for ``frame`` (a ``klog._native.NativeProduceOutcome``), or None: the Python
-    path serves it (nothing was appended). ``in_sequence``: :func:`sequence_check`'s; ``replicated``:
+    path serves it (nothing was appended). ``replicated``:
     :func:`replicated_check`'s (None: acks=all on a replicated partition is the Python path's);
     ``in_transaction``: :func:`transaction_check`'s (None: transactional requests are the Python path's)."""
     routes = state.partitions.native_routes
@@ -146,24 +133,20 @@ def serve(state: BrokerState, frame: Any, allow: Callable[[str], bool] | None,
         return None
     now_ms = int(time.time() * 1000)
     outcome = _native.native_produce(frame, routes, now_ms=now_ms, max_version=advertised[1], allow=allow,
-                                     check_producer=in_sequence, check_replicated=replicated,
+                                     check_replicated=replicated,
                                      check_transaction=in_transaction)
     if outcome is not None:
-        _record_producers(state, outcome, now_ms)
+        _record_producers(state, outcome)
     return outcome
 
 
-def _record_producers(state: BrokerState, outcome: Any, now_ms: int) -> None:
-    """The idempotent and transactional producers' batches the native call appended go into the producer state, as
-    the Python path records them after its appends (retries of them are then answered as duplicates; a
-    transactional one opens the producer's transaction on the partition)."""
+def _record_producers(state: BrokerState, outcome: Any) -> None:
+    """A transactional batch the native call appended opens its producer's transaction on the partition (the native
+    call recorded its sequence in the partition's producer table itself, as it does every producer's batch)."""
     producers = state.producers
-    for (topic, partition, _, _, producer_id, epoch, first_seq, last_seq, base_offset, last_offset, max_timestamp,
-         log_append_time, transactional) in outcome.appended:
-        if producer_id >= 0:
-            producers.update(topic, partition, producer_id, epoch,
-                             BatchMetadata(first_seq, last_seq, base_offset, last_offset, max_timestamp,
-                                           log_append_time), now_ms, transactional=transactional)
+    for topic, partition, _, _, producer_id, *_, base_offset, _, _, _, transactional in outcome.appended:
+        if transactional:
+            producers.txn_appended(topic, partition, producer_id, base_offset)
 
 
 def account(state: BrokerState, outcome: Any) -> str | None:

@@ -8,9 +8,13 @@ Kafka's rules (ProducerStateManager / ProducerAppendInfo), per partition and pro
 - otherwise the first sequence must follow the last one (wrapping after 2**31 - 1), else
   OUT_OF_ORDER_SEQUENCE_NUMBER. An unknown producer (new, expired, or its data deleted) may start anywhere.
 
-All work is per batch (one per partition per request), never per record. State is kept in memory and
-snapshotted to ``klog-producer-state.json`` (with each partition's log end offset) at every offset checkpoint
-and at shutdown. At startup the snapshot is loaded and the log written after it is replayed from the batch
+All work is per batch (one per partition per request), never per record. Each partition's producers live in a
+``klog._native.ProducerTable`` (Rust, ``klog_core::storage::producer_state``) set on the partition's log, as Kafka's
+UnifiedLog holds its ProducerStateManager: the native Produce paths check, append and record a batch under the
+table's lock; the Python path ``check``s with ``hold=True`` and ``update``s (or ``release``s) after its append, and
+the native paths leave a held table's batches to it. The transactions (open, completed, aborted) stay here, in
+Python. State is kept in memory and snapshotted to ``klog-producer-state.json`` (with each partition's log end
+offset) at every offset checkpoint and at shutdown. At startup the snapshot is loaded and the log written after it is replayed from the batch
 headers, as Kafka rebuilds from its .snapshot files, so retries after a crash are still recognised. Producer
 ids come from persisted blocks so they are never reused after a restart.
 """
@@ -25,6 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from klog import _native
 from klog.protocol.errors import ErrorCode
 
 log = logging.getLogger("klog.broker.producers")
@@ -32,9 +37,6 @@ log = logging.getLogger("klog.broker.producers")
 STATE_FILE = "klog-producer-state.json"
 #: single-node klog's producer id block file (migrated into the metadata log: klog.controller.producer_ids)
 ID_BLOCK_FILE = "klog-producer-id-block"
-#: batches remembered per producer and partition for duplicate detection (Kafka's NUM_BATCHES_TO_RETAIN)
-BATCHES_TO_RETAIN = 5
-INT32_MAX = 2**31 - 1
 
 BATCH_HEADER_SIZE = 61
 #: record batch v2 header (see klog.broker.handlers.produce)
@@ -51,10 +53,7 @@ COMPLETED_TO_RETAIN = 1000
 NO_UNSTABLE_OFFSET = 2**63 - 1
 
 NONE = ErrorCode.NONE
-OUT_OF_ORDER_SEQUENCE_NUMBER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-INVALID_PRODUCER_EPOCH = ErrorCode.INVALID_PRODUCER_EPOCH
 INVALID_TXN_STATE = ErrorCode.INVALID_TXN_STATE
-TRANSACTION_COORDINATOR_FENCED = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
 @dataclass
@@ -65,21 +64,6 @@ class BatchMetadata:
     last_offset: int
     timestamp: int          # max timestamp of the batch (-1 unknown)
     log_append_time: int = -1
-
-
-@dataclass
-class ProducerEntry:
-    epoch: int
-    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
-    last_seen_ms: int = 0
-    #: the coordinator epoch of the last marker this producer's transactions got here (-1: none yet)
-    coordinator_epoch: int = -1
-    #: the timestamp of its last batch or marker (DescribeProducers' LastTimestamp)
-    last_timestamp: int = -1
-
-    @property
-    def last_seq(self) -> int:
-        return self.batches[-1].last_seq if self.batches else -1
 
 
 @dataclass
@@ -148,17 +132,14 @@ def control_marker(batch: bytes, pos: int, size: int) -> tuple[int, int]:
         return -1, -1
 
 
-def in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
-
-
 class ProducerStateManager:
     def __init__(self, log_dir: str, expiration_ms: int,
                  on_txn_started: Callable[[str, int, int], None] | None = None,
                  on_txns_changed: Callable[[str, int, CompletedTxn | None, bool], None] | None = None) -> None:
         self.log_dir = log_dir
         self.expiration_ms = expiration_ms
-        self._state: dict[tuple[str, int], dict[int, ProducerEntry]] = {}
+        #: each partition's producers (its log holds the same table: ``PartitionLog.producers``)
+        self._state: dict[tuple[str, int], _native.ProducerTable] = {}
         self._txns: dict[tuple[str, int], PartitionTxns] = {}
         #: called with (topic, partition, first offset) when a producer's transaction starts on a partition (the
         #: broker keeps the log cleaner below it at once)
@@ -187,26 +168,31 @@ class ProducerStateManager:
 
     # ---- sequence checks ----------------------------------------------------------------------------
 
+    def table(self, topic: str, partition: int) -> _native.ProducerTable:
+        """The partition's producer table (made when first needed; the broker sets it on the partition's log)."""
+        table = self._state.get((topic, partition))
+        if table is None:
+            table = self._state[(topic, partition)] = _native.ProducerTable()
+        return table
+
     def check(self, topic: str, partition: int, producer_id: int, epoch: int, first_seq: int,
-              last_seq: int) -> tuple[int, BatchMetadata | None]:
+              last_seq: int, *, hold: bool = False) -> tuple[int, BatchMetadata | None]:
         """Check a batch before appending: (error code, duplicate batch or None).
 
-        (NONE, metadata) means a retry of an appended batch: answer with ``metadata``'s offsets."""
-        entry = self._state.get((topic, partition), {}).get(producer_id)
-        if entry is None:
+        (NONE, metadata) means a retry of an appended batch: answer with ``metadata``'s offsets. ``hold``: a new
+        batch holds the partition's table until :meth:`update` records it or :meth:`release` (the append failed):
+        the native paths append none of the partition's producers' batches meanwhile."""
+        table = self.table(topic, partition) if hold else self._state.get((topic, partition))
+        if table is None:
             return NONE, None
-        if epoch < entry.epoch:
-            return INVALID_PRODUCER_EPOCH, None
-        if epoch > entry.epoch:
-            if first_seq != 0:
-                return OUT_OF_ORDER_SEQUENCE_NUMBER, None
-            return NONE, None
-        for batch in entry.batches:
-            if batch.first_seq == first_seq and batch.last_seq == last_seq:
-                return NONE, batch
-        if entry.batches and not in_sequence(entry.last_seq, first_seq):
-            return OUT_OF_ORDER_SEQUENCE_NUMBER, None
-        return NONE, None
+        code, duplicate = table.check(producer_id, epoch, first_seq, last_seq, hold)
+        return code, (BatchMetadata(*duplicate) if duplicate is not None else None)
+
+    def release(self, topic: str, partition: int) -> None:
+        """End a :meth:`check`'s hold without a record."""
+        table = self._state.get((topic, partition))
+        if table is not None:
+            table.release()
 
     def check_transactional(self, topic: str, partition: int, producer_id: int, transactional: bool) -> int:
         """Kafka's rule for a producer with a transaction open on the partition: its batches must all be
@@ -218,22 +204,23 @@ class ProducerStateManager:
 
     def update(self, topic: str, partition: int, producer_id: int, epoch: int, batch: BatchMetadata,
                now_ms: int, transactional: bool = False) -> None:
-        producers = self._state.setdefault((topic, partition), {})
-        entry = producers.get(producer_id)
-        if entry is None or epoch != entry.epoch:
-            entry = ProducerEntry(epoch, coordinator_epoch=entry.coordinator_epoch if entry is not None else -1)
-            producers[producer_id] = entry
-        entry.batches.append(batch)
-        entry.last_seen_ms = now_ms
-        entry.last_timestamp = batch.timestamp
+        """Record an appended batch (ending a :meth:`check`'s hold)."""
+        self.table(topic, partition).update(producer_id, epoch, (batch.first_seq, batch.last_seq, batch.base_offset,
+                                                                 batch.last_offset, batch.timestamp,
+                                                                 batch.log_append_time), now_ms)
         if transactional:
-            txns = self._txns.get((topic, partition))
-            if txns is None:
-                txns = self._txns[(topic, partition)] = PartitionTxns()
-            if producer_id not in txns.ongoing:
-                txns.ongoing[producer_id] = batch.base_offset
-                if self.on_txn_started is not None:
-                    self.on_txn_started(topic, partition, batch.base_offset)
+            self.txn_appended(topic, partition, producer_id, batch.base_offset)
+
+    def txn_appended(self, topic: str, partition: int, producer_id: int, base_offset: int) -> None:
+        """A transactional batch of the producer was appended at ``base_offset`` (and recorded in the table: the
+        native paths record theirs there themselves): it opens the producer's transaction on the partition."""
+        txns = self._txns.get((topic, partition))
+        if txns is None:
+            txns = self._txns[(topic, partition)] = PartitionTxns()
+        if producer_id not in txns.ongoing:
+            txns.ongoing[producer_id] = base_offset
+            if self.on_txn_started is not None:
+                self.on_txn_started(topic, partition, base_offset)
 
     # ---- transactions -------------------------------------------------------------------------------
 
@@ -245,12 +232,10 @@ class ProducerStateManager:
         Under transaction protocol v2 (``transaction_version`` 2) every end bumps the epoch, so a marker must be
         above the producer's epoch: one at it is a late marker of an earlier transaction (or a retry of one
         written already) and must not end the transaction that epoch runs now."""
-        entry = self._state.get((topic, partition), {}).get(producer_id)
-        if entry is not None and (epoch < entry.epoch or (transaction_version >= 2 and epoch <= entry.epoch)):
-            return INVALID_PRODUCER_EPOCH
-        if entry is not None and coordinator_epoch is not None and coordinator_epoch < entry.coordinator_epoch:
-            return TRANSACTION_COORDINATOR_FENCED
-        return NONE
+        table = self._state.get((topic, partition))
+        if table is None:
+            return NONE
+        return ErrorCode(table.check_marker(producer_id, epoch, coordinator_epoch, transaction_version))
 
     def in_transaction(self, topic: str, partition: int, producer_id: int, epoch: int) -> bool:
         """Whether the producer has a transaction open on the partition at ``epoch`` (Kafka's
@@ -258,24 +243,17 @@ class ProducerStateManager:
         txns = self._txns.get((topic, partition))
         if txns is None or producer_id not in txns.ongoing:
             return False
-        entry = self._state.get((topic, partition), {}).get(producer_id)
-        return entry is not None and entry.epoch == epoch
+        table = self._state.get((topic, partition))
+        return table is not None and table.epoch(producer_id) == epoch
 
     def complete_txn(self, topic: str, partition: int, producer_id: int, epoch: int, marker_offset: int,
                      commit: bool, now_ms: int, coordinator_epoch: int = -1,
                      marker_timestamp: int | None = None) -> CompletedTxn | None:
         """A marker at ``marker_offset`` ended the producer's transaction on this partition (if it had one):
         returns the completed transaction. The producer's epoch moves to the marker's (protocol v2 bumps it)."""
-        producers = self._state.setdefault((topic, partition), {})
-        entry = producers.get(producer_id)
-        if entry is None or epoch > entry.epoch:
-            # sequences restart with a new epoch
-            entry = ProducerEntry(epoch, coordinator_epoch=entry.coordinator_epoch if entry is not None else -1)
-            producers[producer_id] = entry
-        entry.last_seen_ms = now_ms
-        entry.last_timestamp = now_ms if marker_timestamp is None else marker_timestamp
-        if coordinator_epoch >= 0:
-            entry.coordinator_epoch = coordinator_epoch
+        # a new epoch restarts the sequences
+        self.table(topic, partition).end_transaction(producer_id, epoch, now_ms, coordinator_epoch,
+                                                     now_ms if marker_timestamp is None else marker_timestamp)
         txns = self._txns.get((topic, partition))
         if txns is None or producer_id not in txns.ongoing:
             return None
@@ -341,10 +319,12 @@ class ProducerStateManager:
         first offset of its open transaction (-1: none)."""
         txns = self._txns.get((topic, partition))
         ongoing = txns.ongoing if txns is not None else {}
-        return [{"producer_id": pid, "producer_epoch": entry.epoch, "last_sequence": entry.last_seq,
-                 "last_timestamp": entry.last_timestamp, "coordinator_epoch": entry.coordinator_epoch,
+        table = self._state.get((topic, partition))
+        return [{"producer_id": pid, "producer_epoch": epoch, "last_sequence": last_seq,
+                 "last_timestamp": last_timestamp, "coordinator_epoch": coordinator_epoch,
                  "current_txn_start_offset": ongoing.get(pid, -1)}
-                for pid, entry in self._state.get((topic, partition), {}).items()]
+                for pid, epoch, last_seq, last_timestamp, coordinator_epoch, _, _ in
+                (table.producers() if table is not None else [])]
 
     def ongoing_txns(self, topic: str, partition: int) -> dict[int, int]:
         """Producer id -> first offset of each ongoing transaction (DescribeProducers, tests)."""
@@ -370,23 +350,15 @@ class ProducerStateManager:
             txns.aborted = [a for a in txns.aborted if a.last_offset >= log_start_offset]
             self._changed(topic, partition)
 
-    def forget_partition(self, topic: str, partition: int) -> None:
-        self._state.pop((topic, partition), None)
-        self._txns.pop((topic, partition), None)
-
     def forget_topic(self, topic: str) -> None:
+        """The topic was deleted (its logs with it: a topic made again under its name gets new tables)."""
         for key in [k for k in self._state if k[0] == topic]:
-            del self._state[key]
+            self._state.pop(key).clear()
         for key in [k for k in self._txns if k[0] == topic]:
             del self._txns[key]
 
     def expire(self, now_ms: int) -> int:
-        expired = 0
-        for producers in self._state.values():
-            for producer_id in [p for p, e in producers.items() if now_ms - e.last_seen_ms > self.expiration_ms]:
-                del producers[producer_id]
-                expired += 1
-        return expired
+        return sum(table.expire(now_ms, self.expiration_ms) for table in self._state.values())
 
     # ---- persistence ------------------------------------------------------------------------------
 
@@ -396,14 +368,12 @@ class ProducerStateManager:
     def save(self, log_end_offsets: dict[tuple[str, int], int]) -> None:
         """Snapshot the state as of each partition's log end offset (Kafka's .snapshot files, in one file)."""
         payload = []
-        for (topic, partition), producers in self._state.items():
-            for producer_id, entry in producers.items():
+        for (topic, partition), table in self._state.items():
+            for producer_id, epoch, _, last_timestamp, coordinator_epoch, last_seen_ms, batches in table.producers():
                 payload.append({
-                    "topic": topic, "partition": partition, "producer_id": producer_id, "epoch": entry.epoch,
-                    "last_seen_ms": entry.last_seen_ms, "coordinator_epoch": entry.coordinator_epoch,
-                    "last_timestamp": entry.last_timestamp,
-                    "batches": [[b.first_seq, b.last_seq, b.base_offset, b.last_offset, b.timestamp,
-                                 b.log_append_time] for b in entry.batches],
+                    "topic": topic, "partition": partition, "producer_id": producer_id, "epoch": epoch,
+                    "last_seen_ms": last_seen_ms, "coordinator_epoch": coordinator_epoch,
+                    "last_timestamp": last_timestamp, "batches": [list(b) for b in batches],
                 })
         offsets = [[topic, partition, offset] for (topic, partition), offset in log_end_offsets.items()]
         txns = []
@@ -439,13 +409,13 @@ class ProducerStateManager:
             return None
         for item in payload.get("producers", []):
             try:
-                entry = ProducerEntry(int(item["epoch"]), last_seen_ms=int(item.get("last_seen_ms", 0)),
-                                      coordinator_epoch=int(item.get("coordinator_epoch", -1)),
-                                      last_timestamp=int(item.get("last_timestamp", -1)))
-                for b in item["batches"]:
-                    entry.batches.append(BatchMetadata(*[int(x) for x in b]))
-                self._state.setdefault((item["topic"], int(item["partition"])), {})[int(item["producer_id"])] = entry
-            except (KeyError, TypeError, ValueError) as exc:
+                batches = [BatchMetadata(*[int(x) for x in b]) for b in item["batches"]]
+                self.table(str(item["topic"]), int(item["partition"])).restore(
+                    int(item["producer_id"]), int(item["epoch"]), int(item.get("last_seen_ms", 0)),
+                    int(item.get("coordinator_epoch", -1)), int(item.get("last_timestamp", -1)),
+                    [(b.first_seq, b.last_seq, b.base_offset, b.last_offset, b.timestamp, b.log_append_time)
+                     for b in batches])
+            except (KeyError, TypeError, ValueError, OverflowError) as exc:
                 log.warning("%s: skipping a malformed producer entry (%s)", path, exc)
         for item in payload.get("txns", []):
             try:
@@ -508,13 +478,6 @@ class ProducerStateManager:
                 for c in reopened:
                     if c.first_offset < log_end_offset:
                         txns.ongoing[c.producer_id] = c.first_offset
-        producers = self._state.get((topic, partition))
-        if not producers:
-            return
-        for producer_id in list(producers):
-            entry = producers[producer_id]
-            kept = [b for b in entry.batches if b.last_offset < log_end_offset]
-            if len(kept) != len(entry.batches):
-                entry.batches = deque(kept, maxlen=BATCHES_TO_RETAIN)
-                if not kept:
-                    del producers[producer_id]
+        table = self._state.get((topic, partition))
+        if table is not None:
+            table.truncate(log_end_offset)

@@ -402,9 +402,13 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
     producer_id = batch.producer_id
     if producer_id >= 0:
         epoch, first_seq, last_seq = batch.producer_epoch, batch.base_sequence, batch.last_sequence
-        code, duplicate = producers.check(name, index, producer_id, epoch, first_seq, last_seq)
+        # a new batch holds the partition's producer table until it is recorded (or released): the native paths
+        # leave the partition's producers' batches to this path meanwhile
+        code, duplicate = producers.check(name, index, producer_id, epoch, first_seq, last_seq, hold=True)
         if not code and duplicate is None:
             code = producers.check_transactional(name, index, producer_id, batch.is_transactional)
+            if code:
+                producers.release(name, index)
         if code:
             return _partition_error(index, code)
         if duplicate is not None:
@@ -420,8 +424,10 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
                 "index": index, "error_code": errors.NONE, "base_offset": duplicate.base_offset,
                 "log_append_time_ms": duplicate.log_append_time, "log_start_offset": log_.log_start_offset,
                 "record_errors": [], "error_message": None})
+    appended = False
     try:
         result = broker.replicas.append(name, index, batch, now_ms=now_ms, required_acks=request.acks)
+        appended = True
     except KafkaError as exc:   # refused before the append: no longer the leader, or the ISR under min.insync
         if exc.code == errors.NOT_LEADER_OR_FOLLOWER:
             return _not_leader(broker, name, index, ctx.api_version, leaders)
@@ -436,6 +442,9 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
         return _partition_error(index, errors.KAFKA_STORAGE_ERROR, str(exc))
     except KeyError:  # deleted meanwhile
         return _partition_error(index, errors.UNKNOWN_TOPIC_OR_PARTITION)
+    finally:
+        if producer_id >= 0 and not appended:
+            producers.release(name, index)   # nothing appended: end the check's hold
     if producer_id >= 0:
         producers.update(name, index, producer_id, epoch,
                          BatchMetadata(first_seq, last_seq, result.base_offset, result.last_offset,

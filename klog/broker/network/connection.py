@@ -102,7 +102,7 @@ class Connection(asyncio.BufferedProtocol):
     # Slots, not a __dict__: with over 30 attributes an instance's dict is a full one of its own, about 1.5 KiB a
     # connection (0.75 MiB at 500 connections).
     __slots__ = ("_continuation", "_fd", "_from_front", "_front", "_front_after", "_front_declined", "_front_rest",
-                 "_in_sequence", "_in_transaction", "_parked", "_parked_fetches", "_replicated", "_task", "_throttles",
+                 "_in_transaction", "_parked", "_parked_fetches", "_replicated", "_task", "_throttles",
                  "_wakeup", "acceptor", "admission", "auth", "broker", "client_host", "client_port", "client_software",
                  "closed", "frames", "front_owned", "id", "last_active", "limits", "listener_name", "memory",
                  "native_fetch", "native_produce", "peer", "pipeline", "principal", "regions", "requests", "security",
@@ -157,8 +157,6 @@ class Connection(asyncio.BufferedProtocol):
         self._throttles: dict[int, int] = {}
         #: Produce frames are offered to the native path first (klog.produce.native.enable)
         self.native_produce = False
-        #: the idempotent producers' check of the native path (native_produce.sequence_check)
-        self._in_sequence: Callable[[str, int, int, int, int, int], bool]
         #: the acks=all check of the native path on replicated partitions (native_produce.replicated_check)
         self._replicated: Callable[[list[tuple[str, int]]], bool]
         #: the transactional producers' check of the native path (native_produce.transaction_check)
@@ -178,7 +176,7 @@ class Connection(asyncio.BufferedProtocol):
         #: what is left of the bytes the front gave back while a large request among them waits for request memory
         #: (queued.max.request.bytes): read, before the socket, once it is admitted
         self._front_rest: memoryview | None = None
-        #: Produce requests in a row the front gave back as ones it never serves (an idempotent producer's), and until
+        #: Produce requests in a row the front gave back as ones it never serves (a transactional producer's), and until
         #: when (time.monotonic()) the connection stays on the event loop because of them
         self._front_declined = 0
         self._front_after = 0.0
@@ -244,7 +242,7 @@ class Connection(asyncio.BufferedProtocol):
                                          flush=self.writer.flush_pending, fail=self._close_after_failure)
         self.native_produce = self.broker.state.partitions.native_routes is not None
         if self.native_produce:
-            self._in_sequence, self._replicated, self._in_transaction = self.broker.produce_checks()
+            self._replicated, self._in_transaction = self.broker.produce_checks()
         self.native_fetch = self.broker.state.partitions.fetch_routes is not None
         front = self.broker.front
         if front is not None and sock is not None and self.auth is None and self.writer.queue is not None \
@@ -439,7 +437,7 @@ class Connection(asyncio.BufferedProtocol):
             self.buffer_updated(n)
 
     def _note_front_declined(self, data: bytes) -> None:
-        """Given back at a Produce the front never serves (an idempotent or transactional producer's: its next one
+        """Given back at a Produce the front never serves (a transactional producer's: its next one
         would be given back too) or at a transaction coordinator's request (a transactional producer's
         AddPartitionsToTxn, EndTxn, ...: the front serves none): stay on the event loop 2 ms, twice as long at each
         such request in a row, up to about 1 s, instead of going back and forth at every request."""
@@ -706,7 +704,7 @@ class Connection(asyncio.BufferedProtocol):
             return _NOT_NATIVE
         started = time.perf_counter()
         outcome = native_produce.serve(state, frame, None if state.access is None else self._may_write,
-                                       self._in_sequence, self._replicated, self._in_transaction)
+                                       self._replicated, self._in_transaction)
         if outcome is None:
             return _NOT_NATIVE
         broker.requests_handled += 1

@@ -119,8 +119,8 @@ class FrontLink:
 
     def declines(self, data: bytes) -> bool:
         """Whether ``data`` (the bytes the front gave back) starts with a request that says its connection's next
-        request would most likely be given back too: a Produce the front never serves (an idempotent or
-        transactional producer's), or a transactional producer's request to its transaction coordinator
+        request would most likely be given back too: a Produce the front never serves (a transactional
+        producer's), or a transactional producer's request to its transaction coordinator
         (TXN_COORDINATOR_KEYS: the front serves none of them, and such a connection, librdkafka's to its
         coordinator, carries one or two of them every transaction)."""
         if len(data) < 6:

@@ -213,10 +213,10 @@ pub enum LargePeek {
     /// More bytes are needed to tell.
     Unknown,
     /// A Produce the native path is likely to serve (no transactional id, acks 0/1/-1, its first batch
-    /// of magic 2 without a producer id): worth reading whole.
+    /// of magic 2 and not transactional): worth reading whole.
     Grow,
-    /// Not one the front serves (another request, a version it does not serve, an idempotent or
-    /// transactional producer's): the Python front takes it without the front reading it whole.
+    /// Not one the front serves (another request, a version it does not serve, a transactional
+    /// producer's): the Python front takes it without the front reading it whole.
     HandBack,
 }
 
@@ -277,9 +277,9 @@ fn peek_produce(prefix: &[u8], max_version: i16) -> Result<bool, FrameError> {
     let batch = r.take(BATCH_PRODUCER_ID_AT + 8, "records")?;
     let magic = batch[BATCH_MAGIC_AT];
     let attributes = i16::from_be_bytes([batch[BATCH_ATTRIBUTES_AT], batch[BATCH_ATTRIBUTES_AT + 1]]);
-    let mut producer_id = [0u8; 8];
-    producer_id.copy_from_slice(&batch[BATCH_PRODUCER_ID_AT..]);
-    Ok(magic == 2 && attributes & TRANSACTIONAL_ATTRIBUTE == 0 && i64::from_be_bytes(producer_id) < 0)
+    // an idempotent producer's batch too: the native path checks its sequence in the partition's
+    // producer table
+    Ok(magic == 2 && attributes & TRANSACTIONAL_ATTRIBUTE == 0)
 }
 
 /// The bytes the front's grown buffers hold across its connections, within `capacity` (TigerBeetle's
@@ -565,11 +565,13 @@ mod tests {
     }
 
     #[test]
-    fn a_plain_produce_is_grown_for_on_every_served_version_and_acks() {
+    fn a_plain_or_idempotent_produce_is_grown_for_on_every_served_version_and_acks() {
         for version in MIN_NATIVE_VERSION..=MAX_NATIVE_VERSION {
             for acks in [-1, 0, 1] {
-                let frame = produce(version, None, acks, &batch(0, -1, 1000));
-                assert_eq!(peek_large_produce(&frame[..120], MAX_NATIVE_VERSION), LargePeek::Grow, "v{version}");
+                for producer_id in [-1, 4000] {
+                    let frame = produce(version, None, acks, &batch(0, producer_id, 1000));
+                    assert_eq!(peek_large_produce(&frame[..120], MAX_NATIVE_VERSION), LargePeek::Grow, "v{version}");
+                }
             }
         }
     }
@@ -578,7 +580,6 @@ mod tests {
     fn what_the_front_does_not_serve_is_handed_back_from_its_first_bytes() {
         let plain = batch(0, -1, 1000);
         let cases = [
-            ("idempotent producer", produce(9, None, 1, &batch(0, 4000, 1000))),
             ("transactional batch", produce(9, None, 1, &batch(TRANSACTIONAL_ATTRIBUTE, -1, 1000))),
             ("transactional id", produce(9, Some("tx"), 1, &plain)),
             ("acks=2", produce(9, None, 2, &plain)),

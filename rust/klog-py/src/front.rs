@@ -911,8 +911,8 @@ impl Drop for PyNativeFront {
 }
 
 /// Whether the front never serves the Produce frame `frame` (without its size prefix) starts, judged from its
-/// first bytes as for a large frame: another request, a version it does not serve, an idempotent or
-/// transactional producer's (False when the bytes do not tell).
+/// first bytes as for a large frame: another request, a version it does not serve, a transactional
+/// producer's (False when the bytes do not tell).
 #[pyfunction]
 fn front_declines(frame: &[u8], max_version: i16) -> bool {
     peek_large_produce(frame, max_version) == LargePeek::HandBack

@@ -8,6 +8,7 @@ mod errors;
 mod gil;
 mod groups;
 mod producer_batch;
+mod producer_state;
 mod raft;
 mod inputs;
 mod memory;
@@ -31,6 +32,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     groups::register(m)?;
     memory::register(m)?;
     producer_batch::register(m)?;
+    producer_state::register(m)?;
     raft::register(m)?;
     native_fetch::register(m)?;
     native_produce::register(m)?;

@@ -2,15 +2,15 @@
 //! (`klog_core::produce_request`), checks and appends each partition's batch to the partition
 //! logs the broker's Python side routed here (`ProduceRoutes`), and returns the encoded answer.
 //! Anything the common case does not cover (an unknown or unrouted partition, a transactional
-//! batch the broker's check does not take as in its producer's transaction, an idempotent batch the
-//! producer state does not take as next in sequence, a batch the
+//! batch the broker's check does not take as in its producer's transaction, an idempotent batch its
+//! partition's producer table does not take as next in sequence, a batch the
 //! checks refuse, acks=all on a replicated partition the broker's min-ISR check refuses, ...)
 //! returns None before anything is appended, and the broker's Python path handles the frame
 //! unchanged. How a request takes this path: docs/architecture.md, "A Produce on the native path".
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
@@ -20,6 +20,8 @@ use klog_core::batch::recompress::{needs_recompression, recompress_batch, Target
 use klog_core::batch::validate::ProducePolicy;
 use klog_core::batch::Compression;
 use klog_core::produce_request::{decode_produce_frame, encode_produce_response, PartitionAnswer};
+use klog_core::storage::partition_log::SharedProducers;
+use klog_core::storage::producer_state::{BatchMetadata as ProducerBatchMetadata, ProducerTable, SequenceCheck};
 use klog_core::storage::{self as core, StorageError as CoreError};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -325,9 +327,6 @@ pub(crate) trait ProduceHooks {
     fn allow(&self, topic: &str) -> PyResult<bool>;
     /// Whether transactional requests may be served (a transaction check is set).
     fn has_transaction_check(&self) -> bool;
-    /// An idempotent producer's batch: Some(true) to append, Some(false) or None (no check) for the
-    /// Python path.
-    fn check_producer(&self, topic: &str, partition: i32, producer: (i64, i16, i32, i32)) -> PyResult<Option<bool>>;
     /// A transactional batch (see `native_produce`).
     fn check_transaction(
         &self,
@@ -345,8 +344,8 @@ pub(crate) trait ProduceHooks {
     fn run<T: Send>(&self, detach: bool, work: impl FnOnce() -> T + Send) -> T;
 }
 
-/// No decision available: requests with a producer id, transactional ones and acks=all on
-/// replicated partitions are all left to the Python path; no GIL is held.
+/// No decision available: transactional requests and acks=all on replicated partitions are left to
+/// the Python path; no GIL is held.
 pub(crate) struct NoHooks;
 
 impl ProduceHooks for NoHooks {
@@ -358,9 +357,6 @@ impl ProduceHooks for NoHooks {
     }
     fn has_transaction_check(&self) -> bool {
         false
-    }
-    fn check_producer(&self, _: &str, _: i32, _: (i64, i16, i32, i32)) -> PyResult<Option<bool>> {
-        Ok(None)
     }
     fn check_transaction(&self, _: &str, _: i16, _: &str, _: i32, _: (i64, i16, i32, i32)) -> PyResult<Option<bool>> {
         Ok(None)
@@ -380,7 +376,6 @@ impl ProduceHooks for NoHooks {
 struct PyHooks<'a, 'py> {
     py: Python<'py>,
     allow: Option<&'a Bound<'py, PyAny>>,
-    check_producer: Option<&'a Bound<'py, PyAny>>,
     check_replicated: Option<&'a Bound<'py, PyAny>>,
     check_transaction: Option<&'a Bound<'py, PyAny>>,
 }
@@ -397,13 +392,6 @@ impl ProduceHooks for PyHooks<'_, '_> {
     }
     fn has_transaction_check(&self) -> bool {
         self.check_transaction.is_some()
-    }
-    fn check_producer(&self, topic: &str, partition: i32, producer: (i64, i16, i32, i32)) -> PyResult<Option<bool>> {
-        let Some(check) = self.check_producer else {
-            return Ok(None);
-        };
-        let (id, epoch, first, last) = producer;
-        Ok(Some(check.call1((topic, partition, id, epoch, first, last))?.is_truthy()?))
     }
     fn check_transaction(
         &self,
@@ -554,7 +542,8 @@ pub(crate) fn serve_frame<'a, H: ProduceHooks>(
     let Some(checked) = checked else {
         return Ok(None);
     };
-    // ... and every idempotent producer's sequence, against the producer state Python keeps ...
+    // ... and every transactional batch's transaction, as the broker knows it (each producer's
+    // sequence is checked with the appends, under its partition's producer table's lock) ...
     for ((t, index, _, _), c) in planned.iter().zip(&checked) {
         let h = c.batch.header();
         if h.producer_id < 0 {
@@ -568,18 +557,15 @@ pub(crate) fn serve_frame<'a, H: ProduceHooks>(
         if planned.iter().filter(|(u, i, _, _)| i == index && request.topics[*u].name == name).count() > 1 {
             return Ok(None);
         }
-        let producer = (h.producer_id, h.producer_epoch, h.base_sequence, c.batch.last_sequence());
-        let served = if h.is_transactional() {
+        if h.is_transactional() {
             // `transactional` held for this batch to pass its checks: the request has both
             let Some(id) = request.transactional_id else {
                 return Ok(None);
             };
-            hooks.check_transaction(id, version, name, *index, producer)?
-        } else {
-            hooks.check_producer(name, *index, producer)?
-        };
-        if served != Some(true) {
-            return Ok(None);
+            let producer = (h.producer_id, h.producer_epoch, h.base_sequence, c.batch.last_sequence());
+            if hooks.check_transaction(id, version, name, *index, producer)? != Some(true) {
+                return Ok(None);
+            }
         }
     }
     // ... and, for acks=all, the leaders' min-ISR rule, in one call ...
@@ -592,7 +578,9 @@ pub(crate) fn serve_frame<'a, H: ProduceHooks>(
     if routes.generation.load(Ordering::Acquire) != generation {
         return Ok(None);
     }
-    let answers = hooks.run(detach, || append_checked(&planned, checked, routes, now_ms));
+    let Some(answers) = hooks.run(detach, || append_checked(&planned, checked, routes, now_ms)) else {
+        return Ok(None);
+    };
     Ok(Some(Served {
         correlation_id: request.correlation_id,
         api_version: version,
@@ -605,19 +593,74 @@ pub(crate) fn serve_frame<'a, H: ProduceHooks>(
     }))
 }
 
-/// Append each checked batch, in request order: each partition's outcome and answer.
+/// The producer tables of the batches with a producer id, locked in one order (by address, so two
+/// threads locking several never wait on each other), and each batch's verdict: None when one is
+/// not a new batch in sequence (a retry, an error: the Python path answers), when the Python path
+/// holds a table between its own check and record, when a partition has no table, or when an
+/// idempotent batch's partition may have a transaction open (its producer's batches must then be
+/// transactional, Kafka's INVALID_TXN_STATE rule, which the Python path applies).
+fn lock_producers<'t>(
+    checked: &[Checked<'_>],
+    tables: &'t [Option<SharedProducers>],
+) -> Option<Vec<Option<MutexGuard<'t, ProducerTable>>>> {
+    let mut order: Vec<usize> = (0..tables.len()).filter(|&i| tables[i].is_some()).collect();
+    order.sort_by_key(|&i| tables[i].as_ref().map(Arc::as_ptr));
+    let mut guards: Vec<Option<MutexGuard<'t, ProducerTable>>> = (0..tables.len()).map(|_| None).collect();
+    for i in order {
+        let table = tables[i].as_ref()?;
+        guards[i] = Some(table.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+    for (c, guard) in checked.iter().zip(&guards) {
+        let h = c.batch.header();
+        if h.producer_id < 0 {
+            continue;
+        }
+        let table = guard.as_ref()?;
+        if table.is_held() || (!h.is_transactional() && c.route.log.first_unstable_offset() != i64::MAX) {
+            return None;
+        }
+        let verdict = table.check(h.producer_id, h.producer_epoch, h.base_sequence, c.batch.last_sequence());
+        if verdict != SequenceCheck::Append {
+            return None;
+        }
+    }
+    Some(guards)
+}
+
+/// Append each checked batch, in request order, each producer's batch checked and recorded in its
+/// partition's producer table under the table's lock: each partition's outcome and answer, or None
+/// (nothing appended: `lock_producers`' refusals).
 fn append_checked(
     planned: &[(usize, i32, &[u8], Route)],
     checked: Vec<Checked<'_>>,
     routes: &PyProduceRoutes,
     now_ms: i64,
-) -> Vec<(Answer, PartitionAnswer)> {
+) -> Option<Vec<(Answer, PartitionAnswer)>> {
+    let tables: Vec<Option<SharedProducers>> =
+        checked.iter().map(|c| if c.batch.header().producer_id < 0 { None } else { c.route.log.producers() }).collect();
+    if checked.iter().zip(&tables).any(|(c, t)| c.batch.header().producer_id >= 0 && t.is_none()) {
+        return None;
+    }
+    let mut guards = lock_producers(&checked, &tables)?;
     let now = core::partition_log::LazyNow::new(Some(now_ms));
     let mut answers = Vec::with_capacity(planned.len());
-    for ((t, index, _, _), c) in planned.iter().zip(checked) {
+    for (((t, index, _, _), c), guard) in planned.iter().zip(checked).zip(guards.iter_mut()) {
         let (t, index) = (*t, *index);
         let own_watermark = (!c.route.replicated && !c.route.compacted).then(|| c.route.log.clone());
-        match c.route.log.append_produced(&c.data, &c.batch, c.route.leader_epoch, &now) {
+        let appended = c.route.log.append_produced(&c.data, &c.batch, c.route.leader_epoch, &now);
+        if let (Ok(info), Some(table)) = (&appended, guard.as_mut()) {
+            let h = c.batch.header();
+            let batch = ProducerBatchMetadata {
+                first_seq: h.base_sequence,
+                last_seq: c.batch.last_sequence(),
+                base_offset: info.base_offset,
+                last_offset: info.last_offset,
+                timestamp: info.max_timestamp,
+                log_append_time: info.log_append_time,
+            };
+            table.update(h.producer_id, h.producer_epoch, batch, now_ms);
+        }
+        match appended {
             Ok(info) => answers.push((
                 Answer::Appended {
                     topic: t,
@@ -660,7 +703,7 @@ fn append_checked(
             }
         }
     }
-    answers
+    Some(answers)
 }
 
 /// Serve the Produce request `frame` (without its size prefix) natively, or return None (nothing
@@ -687,8 +730,7 @@ fn append_checked(
 /// an ISR that satisfies min.insync.replicas; False: the Python path answers). The outcome then
 /// has no response but `waits`: the broker waits on the high watermark and calls `respond`.
 #[pyfunction]
-#[pyo3(signature = (frame, routes, *, now_ms, max_version, allow=None, check_producer=None, check_replicated=None,
-                    check_transaction=None))]
+#[pyo3(signature = (frame, routes, *, now_ms, max_version, allow=None, check_replicated=None, check_transaction=None))]
 #[allow(clippy::too_many_arguments)]
 fn native_produce<'py>(
     py: Python<'py>,
@@ -697,13 +739,12 @@ fn native_produce<'py>(
     now_ms: i64,
     max_version: i16,
     allow: Option<&Bound<'py, PyAny>>,
-    check_producer: Option<&Bound<'py, PyAny>>,
     check_replicated: Option<&Bound<'py, PyAny>>,
     check_transaction: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Option<Bound<'py, PyNativeProduceOutcome>>> {
     let routes = routes.get();
     let input = ByteInput::from_object(frame, "frame")?;
-    let hooks = PyHooks { py, allow, check_producer, check_replicated, check_transaction };
+    let hooks = PyHooks { py, allow, check_replicated, check_transaction };
     let Some(served) = serve_frame(input.as_slice(), routes, now_ms, max_version, &hooks)? else {
         return Ok(None);
     };

@@ -729,6 +729,16 @@ impl PyPartitionLog {
     fn aborted_transactions(&self) -> Vec<(i64, i64, i64)> {
         self.log.aborted_transactions().iter().map(|a| (a.producer_id, a.first_offset, a.marker_offset)).collect()
     }
+    /// The partition's producer table (the broker's `ProducerStateManager` sets it when the log
+    /// opens): the native Produce paths check and record idempotent producers' batches in it.
+    #[setter]
+    fn set_producers(&self, table: Option<PyRef<'_, crate::producer_state::PyProducerTable>>) {
+        self.log.set_producers(table.map(|t| t.shared()));
+    }
+    #[getter]
+    fn producers(&self) -> Option<crate::producer_state::PyProducerTable> {
+        self.log.producers().map(crate::producer_state::PyProducerTable::from_shared)
+    }
     /// One more aborted transaction, its marker after the others' (a marker just ended it).
     fn add_aborted_transaction(&self, producer_id: i64, first_offset: i64, marker_offset: i64) {
         self.log.add_aborted_transaction(core::AbortedTransaction { producer_id, first_offset, marker_offset });

@@ -187,6 +187,9 @@ pub struct AbortedTransaction {
     pub marker_offset: i64,
 }
 
+/// A partition's producer table, shared by the log's append paths and the broker.
+pub type SharedProducers = Arc<Mutex<crate::storage::producer_state::ProducerTable>>;
+
 pub struct PartitionLog {
     topic: String,
     partition: i32,
@@ -202,6 +205,9 @@ pub struct PartitionLog {
     /// transaction state lists them (Kafka's .txnindex entries; set by the broker, which tracks
     /// transactions): a read_committed fetch is told the ones it overlaps.
     aborted_transactions: RwLock<Arc<Vec<AbortedTransaction>>>,
+    /// The partition's idempotent-producer state (set by the broker, which snapshots and replays
+    /// it): the native Produce paths check, append and record a producer's batch under its lock.
+    producers: RwLock<Option<SharedProducers>>,
     log_start_offset: AtomicI64,
     recovery_point: AtomicI64,
     /// Called (without the log's lock) after the log start offset moved, to persist it.
@@ -574,6 +580,7 @@ impl PartitionLog {
             high_watermark: AtomicI64::new(leo),
             first_unstable_offset: AtomicI64::new(i64::MAX),
             aborted_transactions: RwLock::new(Arc::new(Vec::new())),
+            producers: RwLock::new(None),
             log_start_offset: AtomicI64::new(log_start),
             recovery_point: AtomicI64::new(recovery_point),
             on_log_start_change: Mutex::new(None),
@@ -648,6 +655,13 @@ impl PartitionLog {
     pub fn add_aborted_transaction(&self, aborted: AbortedTransaction) {
         let mut list = self.aborted_transactions.write().unwrap_or_else(|p| p.into_inner());
         Arc::make_mut(&mut list).push(aborted);
+    }
+    /// The partition's producer state, when the broker set it.
+    pub fn producers(&self) -> Option<SharedProducers> {
+        self.producers.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    pub fn set_producers(&self, producers: Option<SharedProducers>) {
+        *self.producers.write().unwrap_or_else(|p| p.into_inner()) = producers;
     }
     /// (producer id, first offset) of each aborted transaction a read_committed fetch of
     /// [`from`, `to`) overlaps (its marker at or after `from`, its first offset before `to`), in the
