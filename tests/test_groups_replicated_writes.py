@@ -16,7 +16,7 @@ from klog.protocol.errors import ErrorCode as E
 
 from groups_support import Client, FakeClock, TestContext, run_async_tests
 
-COMMIT, FETCH, JOIN, SYNC = 8, 9, 11, 14
+COMMIT, FETCH, JOIN, SYNC, TXN_COMMIT = 8, 9, 11, 14, 28
 
 
 class ReplicatedContext(TestContext):
@@ -44,7 +44,7 @@ class ReplicatedContext(TestContext):
     def partition_log(self, topic: str, partition: int) -> None:
         return None   # nothing to load at start
 
-    def append(self, topic: str, partition: int, records: bytes) -> Any:
+    def append(self, topic: str, partition: int, records: bytes, *, producer: tuple[int, int] | None = None) -> Any:
         if self.refuse is not None:
             raise AppendRefused(self.refuse, "refused by the test")
         base = self.next_offset
@@ -151,6 +151,48 @@ async def test_a_classic_group_gets_its_assignment_only_once_the_isr_has_the_gro
     ctx.settle(E.REQUEST_TIMED_OUT)
     answer = await sync
     assert (answer.error_code, bytes(answer.assignment)) == (E.COORDINATOR_NOT_AVAILABLE, b"")
+    await coord.stop()
+
+
+def _txn_commit(client: Client, offset: int) -> Any:
+    return client.call(TXN_COMMIT, 3, transactional_id="tx", group_id="g", producer_id=5, producer_epoch=0,
+                       generation_id=-1, member_id="", group_instance_id=None,
+                       topics=[dict(name="t", partitions=[dict(partition_index=0, committed_offset=offset,
+                                                               committed_leader_epoch=-1, committed_metadata="")])])
+
+
+async def _stable(client: Client) -> tuple[int, int]:
+    """OffsetFetch with RequireStable (KIP-447): (error code, committed offset) of the group's t-0."""
+    answer = await client.call(FETCH, 7, group_id="g", require_stable=True,
+                               topics=[dict(name="t", partition_indexes=[0])])
+    partition = answer.topics[0].partitions[0]
+    return partition.error_code, partition.committed_offset
+
+
+async def test_transactional_offsets_are_pending_while_their_write_waits_for_the_isr_and_not_once_it_failed() -> None:
+    """Kafka's prepareTxnOffsetCommit: a TxnOffsetCommit's offsets are pending from before its write, so an
+    OffsetFetch with RequireStable made while the write waits for the ISR is answered UNSTABLE_OFFSET_COMMIT, not
+    with the committed offset the transaction replaces (a consumer newly given the partition would read those records
+    again: franz-go's TestTxnEtl saw them twice); a write that failed is not pending, one that succeeded is until
+    its transaction's marker."""
+    coord, ctx, client = await _coordinator()
+    ctx.auto = 0
+    await _commit(client, 3)
+    ctx.auto = None
+    assert await _stable(client) == (E.NONE, 3)
+    commit = asyncio.ensure_future(_txn_commit(client, 10))
+    await _until_waiting(ctx)
+    assert await _stable(client) == (E.UNSTABLE_OFFSET_COMMIT, -1)
+    ctx.settle(E.REQUEST_TIMED_OUT)
+    assert (await commit).topics[0].partitions[0].error_code == E.COORDINATOR_NOT_AVAILABLE
+    assert await _stable(client) == (E.NONE, 3)
+    commit = asyncio.ensure_future(_txn_commit(client, 11))
+    await _until_waiting(ctx)
+    ctx.settle(0)
+    assert (await commit).topics[0].partitions[0].error_code == E.NONE
+    assert await _stable(client) == (E.UNSTABLE_OFFSET_COMMIT, -1)
+    coord.complete_transaction(coord.topic.partition_for("g"), 5, True)
+    assert await _stable(client) == (E.NONE, 11)
     await coord.stop()
 
 

@@ -438,7 +438,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("klog.network.native.front.enable", "boolean", True,
        "read idle plaintext connections (no SASL, no TLS, no authorizer) on a native epoll thread that serves "
        "their Produce requests without the event loop when the native Produce path needs no decision of the "
-       "broker's (partitions this broker leads, no producer id, acks=0/1, acks=all on an unreplicated partition; "
+       "broker's (partitions this broker leads; plain batches and idempotent producers' batches next in sequence, "
+       "checked in the partition's producer table, not transactional ones; acks=0/1, acks=all on an unreplicated "
+       "partition; "
        "no client quota, no request tracing). A request whose partitions all have one replica and are not compacted "
        "is answered at once (the front moves their high watermarks itself) and accounted by the event loop within "
        "klog.network.native.front.account.interval.ms; other answers are sent once the event loop has accounted "

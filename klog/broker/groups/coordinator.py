@@ -547,6 +547,15 @@ class GroupCoordinator:
         records, accepted, topics = self._offsets_to_commit(group_id, request.topics, now, None,
                                                             with_leader_epoch=v >= 2)
         if records:
+            # pending before the write, as Kafka's prepareTxnOffsetCommit: an OffsetFetch with RequireStable made
+            # while the write waits for the ISR is answered UNSTABLE_OFFSET_COMMIT, not with the offset this
+            # transaction is replacing (a new owner of the partition would read its records again)
+            pending = self.pending_txn_offsets.setdefault(request.producer_id, {})
+            prepared = []
+            for topic, partition, om in accepted:
+                key = (group_id, topic, partition)
+                prepared.append((key, pending.get(key), om))
+                pending[key] = om
             try:
                 self.runtime.write(group_id, records, producer=(request.producer_id, request.producer_epoch))
                 code = await self._await_writes()
@@ -555,15 +564,31 @@ class GroupCoordinator:
                 code = int(ErrorCode.INVALID_PRODUCER_EPOCH) if fenced else storage_error_code(exc)
                 log.info("group %s: transactional offset commit failed: %s", group_id, exc)
             if code:
+                self._fail_pending_txn_offsets(request.producer_id, prepared)
                 for t in topics:
                     for p in t.partitions:
                         if p.error_code == ErrorCode.NONE:
                             p.error_code = int(code)
                 return Struct(throttle_time_ms=0, topics=topics)
-            pending = self.pending_txn_offsets.setdefault(request.producer_id, {})
-            for topic, partition, om in accepted:
-                pending[(group_id, topic, partition)] = om
         return Struct(throttle_time_ms=0, topics=topics)
+
+    def _fail_pending_txn_offsets(self, producer_id: int, prepared: list[tuple[tuple[str, str, int],
+                                  OffsetAndMetadata | None, OffsetAndMetadata]]) -> None:
+        """A TxnOffsetCommit's write failed: its offsets ((group, topic, partition), the pending offset it replaced,
+        its own) are no longer pending (Kafka's failPendingTxnOffsetCommit); an earlier commit of the same
+        transaction that was written is pending again."""
+        pending = self.pending_txn_offsets.get(producer_id)
+        if pending is None:
+            return
+        for key, before, om in reversed(prepared):
+            if pending.get(key) is not om:   # replaced meanwhile, or the transaction ended
+                continue
+            if before is None:
+                del pending[key]
+            else:
+                pending[key] = before
+        if not pending:
+            del self.pending_txn_offsets[producer_id]
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
         """A COMMIT or ABORT marker of ``producer_id`` reached ``__consumer_offsets-partition``: its pending
