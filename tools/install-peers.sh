@@ -33,8 +33,9 @@ with zipfile.ZipFile(sys.argv[1], "w") as jar:
     jar.write(sys.argv[2], "log4j2.properties")' "$libs/klog-tools-log4j2.jar" tools/kafka/tools-log4j2.properties
   touch "$stamp"
 fi
-# kafkajs (npm, tests/js/package.json) and Sarama's Go module (tests/go/go.mod): the transactional producers
-# tests/test_transactions_kafkajs_sarama.py runs (node and go come with the machine)
+# kafkajs (npm, tests/js/package.json) and the Go modules of Sarama and franz-go (tests/go/go.mod): the transactional
+# clients tests/test_transactions_kafkajs_sarama.py and tests/test_transactions_franz_go.py run (node and go come
+# with the machine)
 if [ ! -f tests/js/node_modules/.package-lock.json ] || [ tests/js/package-lock.json -nt tests/js/node_modules/.package-lock.json ]; then
   npm ci --prefix tests/js --no-audit --no-fund --loglevel=error >/dev/null
 fi
