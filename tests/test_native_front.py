@@ -760,7 +760,7 @@ def read_committed(broker: klog.Broker, topic: str, count: int) -> list[bytes]:
 def test_a_transactional_producers_coordinator_connection_stays_on_the_event_loop_instead_of_going_back_and_forth():
     """The front serves none of the transaction coordinator's requests, and librdkafka sends AddPartitionsToTxn and
     EndTxn every transaction on its own connection to the coordinator. Given back at such a request, that connection
-    stays on the event loop as an idempotent producer's does at its Produce (2 ms, twice as long at each one in a
+    stays on the event loop as a transactional producer's does at its Produce (2 ms, twice as long at each one in a
     row, up to about 1 s) instead of being handed to the front after every answer and given back at the next
     request: a few hand-backs for a hundred transactions, not two a transaction. Every transaction commits and
     a read_committed consumer reads all of their records."""

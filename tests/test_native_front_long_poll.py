@@ -162,21 +162,16 @@ def test_a_produce_through_the_front_wakes_a_parked_long_poll_at_once_with_the_d
 
 
 def test_a_produce_through_the_python_path_wakes_a_parked_long_poll_at_once_with_the_data(pair):
-    """An idempotent producer's batch (a producer id: the event loop appends it, not the front) wakes the front's
-    parked poll."""
+    """A Produce the front gives back from its first bytes (one naming a transactional id: here with a plain batch,
+    which the event loop appends) wakes the front's parked poll."""
     topic, index = "plain", 1
     end, before = park_a_caught_up_long_poll(pair, topic, index)
     for broker in pair.brokers:
         with WireClient(broker.host, broker.port) as wire:
-            producer_id = wire.request(ApiKey.INIT_PRODUCER_ID, 4, {
-                "transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
-                "producer_epoch": -1}).producer_id
-            idempotent = encode_batch_with_producer(producer_id)
             response = wire.request(ApiKey.PRODUCE, 9, {
-                "transactional_id": None, "acks": -1, "timeout_ms": 5000,
-                "topic_data": [{"name": topic, "partition_data": [{"index": index, "records": idempotent}]}]})
+                "transactional_id": "not-the-fronts", "acks": -1, "timeout_ms": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": index, "records": two_records()}]}]})
             assert response.responses[0].partition_responses[0].error_code == 0
-    # the batches carry each broker's own producer id: the same answer but for those bytes
     native, python = ([(p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset, len(p.records))
                        for p in partitions_of(w.read_frame(), 12)] for w in pair.wires)
     assert native == python and native[0][:4] == (0, end + 2, end + 2, 0) and native[0][4] > 0
@@ -185,10 +180,9 @@ def test_a_produce_through_the_python_path_wakes_a_parked_long_poll_at_once_with
     assert after["native_front_requests"] == before["native_front_requests"]   # the event loop appended it
 
 
-def encode_batch_with_producer(producer_id: int) -> bytes:
+def two_records() -> bytes:
     now = int(time.time() * 1000)
-    return encode_batch([{"key": b"i%d" % i, "value": b"idempotent", "timestamp": now + i} for i in range(2)],
-                        producer_id=producer_id, producer_epoch=0, base_sequence=0)
+    return encode_batch([{"key": b"i%d" % i, "value": b"handed-back", "timestamp": now + i} for i in range(2)])
 
 
 def test_min_bytes_keeps_a_front_parked_long_poll_until_enough_is_there(pair):
@@ -338,8 +332,8 @@ def test_a_topic_deleted_while_its_long_poll_is_parked_by_the_front_is_answered_
 
 def test_real_consumers_caught_up_on_the_front_get_new_records_before_their_max_wait():
     """confluent-kafka and kafka-python consumers read a first record (their first fetches route the partition),
-    then poll caught up: their long polls are parked by the front; records produced then (an idempotent producer:
-    the event loop appends them) reach both well before their max wait."""
+    then poll caught up: their long polls are parked by the front; records produced then (an idempotent producer's:
+    the front appends them, or the event loop) reach both well before their max wait."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
     kafka = pytest.importorskip("kafka")
     with klog.Broker(config=FRONT) as broker:
