@@ -617,19 +617,25 @@ def test_real_clients_produce_and_consume_with_the_front_on():
         assert sum(produce_time.counts) >= broker.stats()["native_front_requests"]
 
 
+def new_topic(bootstrap: str, prefix: str, partitions: int) -> str:
+    """A new topic of ``partitions`` one-replica partitions, made with confluent-kafka's admin client."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    topic = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    return topic
+
+
 def test_an_idempotent_confluent_kafka_producer_is_served_by_the_front_and_read_back_once_in_order():
     """librdkafka with enable.idempotence (acks=all, up to 5 requests in flight) on a one-replica topic: once the
     partitions are routed the front serves its Produce requests, checking each batch's sequence in the partition's
     producer table, with few hand-backs; every record is read back once, in order, and each partition's table holds
     the producer at the sequence of its last record."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
-    from confluent_kafka.admin import AdminClient, NewTopic
     from klog.client.loop_thread import call_in_loop
     with klog.Broker(config=FRONT) as broker:
         bootstrap = f"{broker.host}:{broker.port}"
-        topic = f"idempotent-{uuid.uuid4().hex[:6]}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+        topic = new_topic(bootstrap, "idempotent", 2)
         producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                                              "linger.ms": 0})
 
@@ -670,12 +676,9 @@ def test_a_confluent_kafka_throughput_producers_large_requests_are_served_by_the
     partition is routed the front reads them whole and serves them, the connection is not handed back per request,
     and every record is read back, in each partition's order."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
-    from confluent_kafka.admin import AdminClient, NewTopic
     with klog.Broker(config=FRONT) as broker:
         bootstrap = f"{broker.host}:{broker.port}"
-        topic = f"throughput-{uuid.uuid4().hex[:6]}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(topic, 16, 1)])[topic].result(30)
+        topic = new_topic(bootstrap, "throughput", 16)
         producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
                                              "batch.size": 262144, "compression.type": "none",
                                              "enable.idempotence": False})
@@ -728,13 +731,10 @@ def transactional_topic(name: str, linger_ms: int) -> Iterator[tuple[klog.Broker
     """A broker with the front on (its transaction state on one replica), a one-partition topic and an initialised
     confluent-kafka transactional producer: (broker, topic, producer)."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
-    from confluent_kafka.admin import AdminClient, NewTopic
     with klog.Broker(config={**FRONT, "transaction.state.log.replication.factor": 1,
                              "transaction.state.log.min.isr": 1}) as broker:
         bootstrap = f"{broker.host}:{broker.port}"
-        topic = f"{name}-{uuid.uuid4().hex[:6]}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        topic = new_topic(bootstrap, name, 1)
         producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms,
                                              "transactional.id": f"{name}-{uuid.uuid4().hex[:6]}"})
         producer.init_transactions(30)
