@@ -230,7 +230,7 @@ def test_producing_connections_share_the_native_checks_and_keep_no_empty_answer_
                 assert len(wire.read_frame()) > 0
             connections = [c for c in broker._server.acceptor.connections if c.native_produce]
             assert len(connections) == 3
-            assert len({id(c._in_sequence) for c in connections}) == 1
+            assert len({id(c._replicated) for c in connections}) == 1
             assert len({id(c._in_transaction) for c in connections}) == 1
             assert all(sys.getsizeof(c.pipeline.answers) <= sys.getsizeof([]) for c in connections)
         finally:

@@ -162,7 +162,7 @@ def test_while_the_python_path_holds_a_producer_table_the_partitions_producers_a
     before = pair.native_served()
     assert error_codes(send(0), 9) == [errors.NONE]
     assert pair.native_served() == before + 1
-    assert in_loop(lambda: table.check(7100, 0, 2, 3, True)) == (errors.NONE, None)
+    assert in_loop(lambda: server.state.producers.check("plain", 0, 7100, 0, 2, 3, hold=True)) == (errors.NONE, None)
     assert table.held
     assert error_codes(send(2), 9) == [errors.NONE]
     assert pair.native_served() == before + 1, "a held table's producer was served natively"

@@ -14,8 +14,9 @@ UnifiedLog holds its ProducerStateManager: the native Produce paths check, appen
 table's lock; the Python path ``check``s with ``hold=True`` and ``update``s (or ``release``s) after its append, and
 the native paths leave a held table's batches to it. The transactions (open, completed, aborted) stay here, in
 Python. State is kept in memory and snapshotted to ``klog-producer-state.json`` (with each partition's log end
-offset) at every offset checkpoint and at shutdown. At startup the snapshot is loaded and the log written after it is replayed from the batch
-headers, as Kafka rebuilds from its .snapshot files, so retries after a crash are still recognised. Producer
+offset) at every offset checkpoint and at shutdown. At startup the snapshot is loaded and the log written after it
+is replayed from the batch headers, as Kafka rebuilds from its .snapshot files, so retries after a crash are still
+recognised. Producer
 ids come from persisted blocks so they are never reused after a restart.
 """
 
@@ -53,6 +54,10 @@ COMPLETED_TO_RETAIN = 1000
 NO_UNSTABLE_OFFSET = 2**63 - 1
 
 NONE = ErrorCode.NONE
+#: Kafka's code for each verdict of ``klog._native.ProducerTable``'s checks (append or a retry's duplicate, an
+#: older epoch, a sequence out of order, a marker from an older coordinator epoch)
+VERDICT_CODES = (NONE, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                 ErrorCode.TRANSACTION_COORDINATOR_FENCED)
 INVALID_TXN_STATE = ErrorCode.INVALID_TXN_STATE
 
 
@@ -185,8 +190,8 @@ class ProducerStateManager:
         table = self.table(topic, partition) if hold else self._state.get((topic, partition))
         if table is None:
             return NONE, None
-        code, duplicate = table.check(producer_id, epoch, first_seq, last_seq, hold)
-        return code, (BatchMetadata(*duplicate) if duplicate is not None else None)
+        verdict, duplicate = table.check(producer_id, epoch, first_seq, last_seq, hold)
+        return VERDICT_CODES[verdict], (BatchMetadata(*duplicate) if duplicate is not None else None)
 
     def release(self, topic: str, partition: int) -> None:
         """End a :meth:`check`'s hold without a record."""
@@ -235,7 +240,7 @@ class ProducerStateManager:
         table = self._state.get((topic, partition))
         if table is None:
             return NONE
-        return ErrorCode(table.check_marker(producer_id, epoch, coordinator_epoch, transaction_version))
+        return VERDICT_CODES[table.check_marker(producer_id, epoch, coordinator_epoch, transaction_version)]
 
     def in_transaction(self, topic: str, partition: int, producer_id: int, epoch: int) -> bool:
         """Whether the producer has a transaction open on the partition at ``epoch`` (Kafka's

@@ -11,11 +11,12 @@ use klog_core::storage::producer_state::{
 };
 use pyo3::prelude::*;
 
-/// Kafka's codes for the verdicts (the numbers are the protocol's).
-const NONE: i16 = 0;
-const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-const INVALID_PRODUCER_EPOCH: i16 = 47;
-const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
+/// The verdicts `check` and `check_marker` answer; the broker maps them to Kafka's codes
+/// (`klog/broker/producer_state.py::VERDICT_CODES`).
+const VERDICT_APPEND: u8 = 0;
+const VERDICT_FENCED_EPOCH: u8 = 1;
+const VERDICT_OUT_OF_ORDER: u8 = 2;
+const VERDICT_FENCED_COORDINATOR: u8 = 3;
 
 /// (first sequence, last sequence, base offset, last offset, max timestamp, log append time)
 type BatchTuple = (i32, i32, i64, i64, i64, i64);
@@ -29,13 +30,13 @@ fn from_tuple(b: BatchTuple) -> BatchMetadata {
     BatchMetadata { first_seq, last_seq, base_offset, last_offset, timestamp, log_append_time }
 }
 
-/// The Python code of a sequence verdict, and the duplicate's batch.
-pub(crate) fn sequence_code(check: SequenceCheck) -> (i16, Option<BatchTuple>) {
+/// A sequence check's verdict for Python, and the duplicate's batch (a retry: the verdict is append's).
+fn sequence_verdict(check: SequenceCheck) -> (u8, Option<BatchTuple>) {
     match check {
-        SequenceCheck::Append => (NONE, None),
-        SequenceCheck::Duplicate(b) => (NONE, Some(to_tuple(&b))),
-        SequenceCheck::FencedEpoch => (INVALID_PRODUCER_EPOCH, None),
-        SequenceCheck::OutOfOrder => (OUT_OF_ORDER_SEQUENCE_NUMBER, None),
+        SequenceCheck::Append => (VERDICT_APPEND, None),
+        SequenceCheck::Duplicate(b) => (VERDICT_APPEND, Some(to_tuple(&b))),
+        SequenceCheck::FencedEpoch => (VERDICT_FENCED_EPOCH, None),
+        SequenceCheck::OutOfOrder => (VERDICT_OUT_OF_ORDER, None),
     }
 }
 
@@ -66,17 +67,17 @@ impl PyProducerTable {
         PyProducerTable { table: Arc::new(Mutex::new(ProducerTable::new())) }
     }
 
-    /// A batch's verdict before it is appended: (error code, the duplicate's batch or None).
+    /// A batch's verdict before it is appended: (verdict, the duplicate's batch or None).
     /// `hold`: on an append verdict, hold the table until `update` or `release` (the native paths
     /// leave its producers' batches to the caller meanwhile).
     #[pyo3(signature = (producer_id, epoch, first_seq, last_seq, hold=false))]
-    fn check(&self, producer_id: i64, epoch: i16, first_seq: i32, last_seq: i32, hold: bool) -> (i16, Option<BatchTuple>) {
+    fn check(&self, producer_id: i64, epoch: i16, first_seq: i32, last_seq: i32, hold: bool) -> (u8, Option<BatchTuple>) {
         let mut table = self.lock();
         let check = table.check(producer_id, epoch, first_seq, last_seq);
         if hold && check == SequenceCheck::Append {
             table.hold();
         }
-        sequence_code(check)
+        sequence_verdict(check)
     }
 
     /// Record an appended batch (and end a `hold`).
@@ -101,13 +102,13 @@ impl PyProducerTable {
         self.lock().end_transaction(producer_id, epoch, now_ms, coordinator_epoch, timestamp);
     }
 
-    /// Kafka's fencing of a COMMIT/ABORT marker: 0, INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED.
+    /// Kafka's fencing of a COMMIT/ABORT marker: the verdict (append: write it).
     #[pyo3(signature = (producer_id, epoch, coordinator_epoch=None, transaction_version=0))]
-    fn check_marker(&self, producer_id: i64, epoch: i16, coordinator_epoch: Option<i32>, transaction_version: i16) -> i16 {
+    fn check_marker(&self, producer_id: i64, epoch: i16, coordinator_epoch: Option<i32>, transaction_version: i16) -> u8 {
         match self.lock().check_marker(producer_id, epoch, coordinator_epoch, transaction_version) {
-            MarkerCheck::Write => NONE,
-            MarkerCheck::FencedEpoch => INVALID_PRODUCER_EPOCH,
-            MarkerCheck::FencedCoordinator => TRANSACTION_COORDINATOR_FENCED,
+            MarkerCheck::Write => VERDICT_APPEND,
+            MarkerCheck::FencedEpoch => VERDICT_FENCED_EPOCH,
+            MarkerCheck::FencedCoordinator => VERDICT_FENCED_COORDINATOR,
         }
     }
 
