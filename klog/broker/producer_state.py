@@ -16,8 +16,7 @@ the native paths leave a held table's batches to it. The transactions (open, com
 Python. State is kept in memory and snapshotted to ``klog-producer-state.json`` (with each partition's log end
 offset) at every offset checkpoint and at shutdown. At startup the snapshot is loaded and the log written after it
 is replayed from the batch headers, as Kafka rebuilds from its .snapshot files, so retries after a crash are still
-recognised. Producer
-ids come from persisted blocks so they are never reused after a restart.
+recognised. Producer ids come from persisted blocks so they are never reused after a restart.
 """
 
 from __future__ import annotations
