@@ -638,9 +638,6 @@ fn append_checked(
 ) -> Option<Vec<(Answer, PartitionAnswer)>> {
     let tables: Vec<Option<SharedProducers>> =
         checked.iter().map(|c| if c.batch.header().producer_id < 0 { None } else { c.route.log.producers() }).collect();
-    if checked.iter().zip(&tables).any(|(c, t)| c.batch.header().producer_id >= 0 && t.is_none()) {
-        return None;
-    }
     let mut guards = lock_producers(&checked, &tables)?;
     let now = core::partition_log::LazyNow::new(Some(now_ms));
     let mut answers = Vec::with_capacity(planned.len());
