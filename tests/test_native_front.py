@@ -810,3 +810,46 @@ def test_a_partition_whose_transactions_all_ended_no_longer_bounds_the_fronts_hi
         assert _until(lambda: log_.first_unstable_offset == NO_UNSTABLE_OFFSET), log_.first_unstable_offset
         assert log_.high_watermark == log_.log_end_offset
         assert read_committed(broker, topic, 21) == [b"committed"] + [b"plain-%d" % i for i in range(20)]
+
+
+def test_the_high_watermark_never_passes_an_open_transactions_first_offset_without_the_bound_that_stops_reads():
+    """The native paths read a read_committed consumer's records up to the first unstable offset the broker sets on
+    the log with each high watermark. The producer state that offset comes from must know a transaction before the
+    high watermark passes its first batch: it was told only after the append had moved the high watermark, so for
+    a moment the log had no bound and a high watermark past an open transaction, and a read_committed Fetch the
+    front served then read records of a transaction that later aborted (franz-go's TestTxnEtl, "consumed too much",
+    under its whole suite's load). Every high watermark the broker sets while transactions start, commit and abort
+    has the bound at or below the open transaction's first offset."""
+    from klog.client.loop_thread import call_in_loop
+    with transactional_topic("txn-bound", 0) as (broker, topic, producer):
+        server = broker._require()
+        replicas = server.state.replicas
+        seen: list[tuple[int, int]] = []   # (high watermark, first unstable offset) after each move of the topic's
+        mirror = replicas._mirror_high_watermark
+
+        def observed(key: Any, native: Any, high_watermark: int) -> None:
+            mirror(key, native, high_watermark)
+            if key == (topic, 0):
+                seen.append((native.high_watermark, native.first_unstable_offset))
+
+        call_in_loop(server.loop, lambda: setattr(replicas, "_mirror_high_watermark", observed), timeout=30)
+        try:
+            opened = []   # the first offset of each transaction while it was open
+            for i, commit in enumerate([True, False, True, False]):
+                producer.begin_transaction()
+                producer.produce(topic, value=b"txn-%d" % i, partition=0)
+                producer.flush(30)
+                log_ = call_in_loop(server.loop, lambda: server.state.partitions.get(topic, 0), timeout=30)
+                first = log_.log_end_offset - 1
+                opened.append(first)
+                moves = len(seen)
+                assert [s for s in seen if s[0] > first and s[1] > first] == [], (first, seen)
+                if commit:
+                    producer.commit_transaction(30)
+                else:
+                    producer.abort_transaction(30)
+                # the marker's high watermark moves the bound past the ended transaction
+                assert _until(lambda: len(seen) > moves and seen[-1][0] == log_.log_end_offset), seen
+        finally:
+            call_in_loop(server.loop, lambda: replicas.__dict__.pop("_mirror_high_watermark", None), timeout=30)
+        assert read_committed(broker, topic, 2) == [b"txn-0", b"txn-2"]

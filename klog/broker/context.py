@@ -632,12 +632,16 @@ class BrokerState:
             code = self.producers.check_marker(topic, partition, producer[0], producer[1])
             if code:
                 raise AppendRefused(code, error_info(code).name)
-        result = self.replicas.append(topic, partition, records)
-        if producer is not None:
-            self.producers.update(topic, partition, producer[0], producer[1],
+        if producer is None:
+            return self.replicas.append(topic, partition, records)
+        producer_id, epoch = producer
+
+        def record_producer(result: Any) -> None:   # before the high watermark moves (see ReplicaManager.append)
+            self.producers.update(topic, partition, producer_id, epoch,
                                   BatchMetadata(-1, -1, result.base_offset, result.last_offset, result.max_timestamp),
                                   now_ms(), transactional=True)
-        return result
+
+        return self.replicas.append(topic, partition, records, recorded=record_producer)
 
     def wait_replicated(self, topic: str, partition: int, last_offset: int,
                         timeout_ms: int) -> asyncio.Future[int] | None:

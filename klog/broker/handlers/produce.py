@@ -425,8 +425,19 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
                 "log_append_time_ms": duplicate.log_append_time, "log_start_offset": log_.log_start_offset,
                 "record_errors": [], "error_message": None})
     appended = False
+
+    def record_producer(result: Any) -> None:
+        # before the high watermark moves (see ReplicaManager.append)
+        nonlocal appended
+        appended = True
+        producers.update(name, index, producer_id, epoch,
+                         BatchMetadata(first_seq, last_seq, result.base_offset, result.last_offset,
+                                       result.max_timestamp, result.log_append_time), now_ms,
+                         transactional=batch.is_transactional)
+
     try:
-        result = broker.replicas.append(name, index, batch, now_ms=now_ms, required_acks=request.acks)
+        result = broker.replicas.append(name, index, batch, now_ms=now_ms, required_acks=request.acks,
+                                        recorded=record_producer if producer_id >= 0 else None)
         appended = True
     except KafkaError as exc:   # refused before the append: no longer the leader, or the ISR under min.insync
         if exc.code == errors.NOT_LEADER_OR_FOLLOWER:
@@ -445,11 +456,6 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
     finally:
         if producer_id >= 0 and not appended:
             producers.release(name, index)   # nothing appended: end the check's hold
-    if producer_id >= 0:
-        producers.update(name, index, producer_id, epoch,
-                         BatchMetadata(first_seq, last_seq, result.base_offset, result.last_offset,
-                                       result.max_timestamp, result.log_append_time), now_ms,
-                         transactional=batch.is_transactional)
     if broker.metrics is not None:
         broker.metrics.produced(name, batch.size, batch.records_count)
     if route or learn_route:

@@ -370,7 +370,7 @@ class ReplicaManager:
         return error, answer.epoch, answer.end_offset
 
     def append(self, topic: str, partition: int, records: bytes | ProducedBatch, *, now_ms: int | None = None,
-               required_acks: int = 1) -> Any:
+               required_acks: int = 1, recorded: Callable[[Any], None] | None = None) -> Any:
         """Append ``records`` as the leader (Kafka's appendRecordsToLeader) and move the high watermark as its owner
         says: an unreplicated partition's to the log end; a replicated one's only when its ISR is this broker alone
         (else with the followers' fetches). Raises what :meth:`PartitionManager.append` raises, and, as Kafka's
@@ -380,7 +380,13 @@ class ReplicaManager:
         its transaction coordinator's verification, a large batch validated off the loop) may have lost the
         leadership meanwhile: its batch would be stamped with the new leader's epoch (the partition's epoch is the
         image's), at offsets the new leader fills with other batches of that epoch, and no follower truncation finds
-        a divergence within one epoch (found by the transactional fault run as replicas disagreeing below the HW)."""
+        a divergence within one epoch (found by the transactional fault run as replicas disagreeing below the HW).
+
+        ``recorded``: called with the append's result before the high watermark moves, to record the batch's producer
+        (Kafka's UnifiedLog updates its producer state inside the append): the first unstable offset set with the
+        high watermark comes from that state, and one that did not know yet of the transaction the batch opens let
+        the high watermark, and read_committed fetches on the native paths, pass its first offset (franz-go's
+        TestTxnEtl read aborted records)."""
         code = self.leader_error(topic, partition)
         if code:
             raise for_code(code, f"this broker does not lead {topic}-{partition}")
@@ -389,7 +395,11 @@ class ReplicaManager:
             if code:
                 raise for_code(code, message)
         result = self.partitions.append(topic, partition, records, now_ms=now_ms)
-        self._leader_appended((topic, partition))
+        try:
+            if recorded is not None:
+                recorded(result)
+        finally:
+            self._leader_appended((topic, partition))
         return result
 
     def appended_natively(self, topic: str, partition: int) -> None:
