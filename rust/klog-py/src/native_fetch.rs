@@ -545,12 +545,6 @@ pub(crate) fn serve(
             });
         }
     }
-    // a read_committed consumer of a partition with transactions (one open or whose marker the ISR
-    // lacks, or aborted ones in its log) is the Python path's: under franz-go's whole suite, its
-    // TestTxnEtl read aborted records when this path served them (2026-12-06; not found yet)
-    if read_committed && planned.iter().any(|p| has_transactions(&p.route.log)) {
-        return Ok(Served::NotServed);
-    }
     if let Some(allow) = allow {
         let mut checked: Vec<&str> = Vec::new();
         for p in &planned {
@@ -872,12 +866,6 @@ fn session_answer(partitions: &[SessionPartition], answers: &[PartitionAnswer<Fi
     }
     next.extend(returned_records);
     (keep, next)
-}
-
-/// Whether the log has transaction state a read_committed fetch depends on: a first unstable offset
-/// (a transaction open or whose marker the ISR lacks) or aborted transactions.
-fn has_transactions(log: &core::PartitionLog) -> bool {
-    log.first_unstable_offset() != i64::MAX || !log.aborted_transactions().is_empty()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
