@@ -34,7 +34,7 @@ with zipfile.ZipFile(sys.argv[1], "w") as jar:
   touch "$stamp"
 fi
 # kafkajs (npm, tests/js/package.json) and the Go modules of Sarama and franz-go (tests/go/go.mod): the transactional
-# clients tests/test_transactions_kafkajs_sarama.py and tests/test_transactions_franz_go.py run (node and go come
+# clients tests/test_transactions_kafkajs_sarama.py and tests/test_franz_go_suite.py run (node and go come
 # with the machine)
 if [ ! -f tests/js/node_modules/.package-lock.json ] || [ tests/js/package-lock.json -nt tests/js/node_modules/.package-lock.json ]; then
   npm ci --prefix tests/js --no-audit --no-fund --loglevel=error >/dev/null

@@ -1,0 +1,77 @@
+"""franz-go's own test suite (the test binary of its kgo package, built from the Go module proxy at the version
+tests/go/go.mod pins: ``go test -c github.com/twmb/franz-go/pkg/kgo``), whole and unchanged, against one klog broker
+and one Apache Kafka 4.3 broker started from the same properties: its producers (idempotent, transactional, every
+compression), consumers (direct, regex, classic and KIP-848 groups, share groups), admin-driven topic changes and
+issue regressions.
+
+Among them TestTxnEtl: a transactional producer writes the records; three levels of transactional consumer groups copy
+them on, level to level (classic range and cooperative-sticky groups, KIP-848 groups, static members), while consumers
+join, leave after a transaction or two and rebalance; every level must commit each record exactly once (read_committed
+fetches, TxnOffsetCommit with the member's generation, KIP-447's RequireStable offset fetch). TestGroupETL is the same
+chain with plain groups and commits. Run beside the rest of the suite (not alone), TestTxnEtl found a read_committed
+fetch the native front answered with an open transaction's records (the producer recorded after its append moved the
+high watermark; tests/test_native_front.py has the deterministic test). Only TestOptValuesCoversEveryOption is left
+out: a client-only check of franz-go's options that reads its ``config.go`` and so fails outside franz-go's source
+directory, broker or not. tools/install-peers.sh downloads the module (tests/go)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from klog.testing.kafka import one_broker
+
+pytestmark = pytest.mark.timeout(900)
+
+HERE = Path(__file__).resolve().parent
+#: franz-go's tests create their topics and groups themselves; one replica on one broker
+CONFIG = {"offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3}
+#: records the ETL tests' producers write (franz-go's KGO_TEST_RECORDS; its own default is 500,000)
+RECORDS = 50_000
+#: the suite's bound: klog runs it in about 75 s, Kafka in about 110 (2026-12-06)
+RUN_S = 600
+#: reads franz-go's config.go from its working directory: fails outside franz-go's source tree, broker or not
+CLIENT_ONLY = "^TestOptValuesCoversEveryOption$"
+
+
+@pytest.fixture(scope="module")
+def kgo_tests(tmp_path_factory) -> Path:
+    if shutil.which("go") is None:
+        pytest.fail("go not found: franz-go's tests need the Go toolchain")
+    out = tmp_path_factory.mktemp("franz-go") / "kgo.test"
+    subprocess.run(["go", "test", "-c", "-o", str(out), "github.com/twmb/franz-go/pkg/kgo"], cwd=HERE / "go",
+                   check=True, timeout=900)
+    return out
+
+
+@pytest.fixture(scope="module", params=["klog", "kafka"])
+def bootstrap(request, tmp_path_factory) -> Iterator[str]:
+    with one_broker(request.param, tmp_path_factory.mktemp(f"franz-go-{request.param}"), CONFIG) as servers:
+        yield servers
+
+
+def test_franz_gos_whole_suite_passes_its_etl_chains_reading_every_record_exactly_once(kgo_tests: Path,
+                                                                                        bootstrap: str,
+                                                                                        tmp_path: Path) -> None:
+    env = {**os.environ, "KGO_SEEDS": bootstrap, "KGO_TEST_RF": "1", "KGO_TEST_RECORDS": str(RECORDS)}
+    run = subprocess.run([str(kgo_tests), "-test.v", "-test.skip", CLIENT_ONLY, "-test.timeout", f"{RUN_S}s"],
+                         env=env, capture_output=True, text=True, timeout=RUN_S + 60, cwd=tmp_path)
+    out = run.stdout + run.stderr
+    failed = [line.strip() for line in out.splitlines() if line.lstrip().startswith("--- FAIL")]
+    assert run.returncode == 0 and not failed, \
+        f"franz-go's tests failed (exit {run.returncode}): {failed[:20]}\n{out[-6000:]}"
+    passed = {line.split()[2] for line in out.splitlines() if line.startswith("--- PASS")}
+    skipped = {line.split()[2] for line in out.splitlines() if line.startswith("--- SKIP")}
+    assert {"TestTxnEtl", "TestGroupETL"} <= passed, sorted(passed)
+    # every test of the suite but the client-only one ran to a verdict (franz-go skips some itself)
+    listed = subprocess.run([str(kgo_tests), "-test.list", ".*"], capture_output=True, text=True, check=True,
+                            timeout=60).stdout.split()
+    listed = [name for name in listed if name.startswith(("Test", "Fuzz"))]   # not its benchmarks and examples
+    expected = set(listed) - {CLIENT_ONLY.strip("^$")}
+    assert passed | skipped == expected, sorted((passed | skipped) ^ expected)
+    print(f"{len(passed)} passed, skipped by franz-go: {sorted(skipped)}")
