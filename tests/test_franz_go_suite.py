@@ -8,7 +8,10 @@ Among them TestTxnEtl: a transactional producer writes the records; three levels
 them on, level to level (classic range and cooperative-sticky groups, KIP-848 groups, static members), while consumers
 join, leave after a transaction or two and rebalance; every level must commit each record exactly once (read_committed
 fetches, TxnOffsetCommit with the member's generation, KIP-447's RequireStable offset fetch). TestGroupETL is the same
-chain with plain groups and commits. Run beside the rest of the suite (not alone), TestTxnEtl found a read_committed
+chain with plain groups and commits. Its SASL tests log in on two more listeners of each broker: SCRAM-SHA-256 as a
+user made with the admin API (TestSCRAMAuth, and TestSCRAMAuthBadCredentials refused), and OAUTHBEARER with Kafka's
+unsecured JWS validator (TestOAuthAuth: a good token, and an expired one refused with the validator's
+``invalid_token``). Run beside the rest of the suite (not alone), TestTxnEtl found a read_committed
 fetch the native front answered with an open transaction's records (the producer recorded after its append moved the
 high watermark; tests/test_native_front.py has the deterministic test). Only TestOptValuesCoversEveryOption is left
 out: a client-only check of franz-go's options that reads its ``config.go`` and so fails outside franz-go's source
@@ -24,13 +27,28 @@ from pathlib import Path
 
 import pytest
 
-from klog.testing.kafka import one_broker
+from klog.client.admin import AdminClient, UserScramCredentialUpsertion
+from klog.testing.kafka import free_port, one_broker
 
 pytestmark = pytest.mark.timeout(900)
 
 HERE = Path(__file__).resolve().parent
 #: franz-go's tests create their topics and groups themselves; one replica on one broker
-CONFIG = {"offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3}
+CONFIG = {
+    "offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3,
+    # franz-go's SASL tests: KGO_TEST_SCRAM_SEEDS and KGO_TEST_OAUTH_SEEDS
+    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SCRAM:SASL_PLAINTEXT,"
+                                      "OAUTH:SASL_PLAINTEXT",
+    "listener.name.scram.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+    "listener.name.scram.scram-sha-256.sasl.jaas.config":
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
+    "listener.name.oauth.oauthbearer.sasl.jaas.config":
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredLoginStringClaim_sub="broker";',
+}
+#: the SCRAM user franz-go's TestSCRAMAuth logs in as (KGO_TEST_SCRAM)
+SCRAM_USER = ("franz", "franz-pw")
 #: records the ETL tests' producers write (franz-go's KGO_TEST_RECORDS; its own default is 500,000)
 RECORDS = 50_000
 #: the suite's bound: klog runs it in about 75 s, Kafka in about 110 (2026-12-06)
@@ -50,15 +68,22 @@ def kgo_tests(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module", params=["klog", "kafka"])
-def bootstrap(request, tmp_path_factory) -> Iterator[str]:
-    with one_broker(request.param, tmp_path_factory.mktemp(f"franz-go-{request.param}"), CONFIG) as servers:
-        yield servers
+def seeds(request, tmp_path_factory) -> Iterator[dict[str, str]]:
+    """franz-go's environment for a klog or an Apache Kafka broker: its plaintext, SCRAM and OAUTHBEARER listeners."""
+    scram, oauth = free_port(), free_port()
+    with one_broker(request.param, tmp_path_factory.mktemp(f"franz-go-{request.param}"), CONFIG,
+                    extra_listeners=[f"SCRAM://127.0.0.1:{scram}", f"OAUTH://127.0.0.1:{oauth}"]) as bootstrap:
+        with AdminClient(bootstrap) as admin:
+            user, password = SCRAM_USER
+            admin.alter_user_scram_credentials([UserScramCredentialUpsertion(user, "SCRAM-SHA-256", password)])
+        yield {"KGO_SEEDS": bootstrap, "KGO_TEST_SCRAM_SEEDS": f"127.0.0.1:{scram}",
+               "KGO_TEST_SCRAM": ":".join(SCRAM_USER), "KGO_TEST_OAUTH_SEEDS": f"127.0.0.1:{oauth}"}
 
 
 def test_franz_gos_whole_suite_passes_its_etl_chains_reading_every_record_exactly_once(kgo_tests: Path,
-                                                                                        bootstrap: str,
+                                                                                        seeds: dict[str, str],
                                                                                         tmp_path: Path) -> None:
-    env = {**os.environ, "KGO_SEEDS": bootstrap, "KGO_TEST_RF": "1", "KGO_TEST_RECORDS": str(RECORDS)}
+    env = {**os.environ, **seeds, "KGO_TEST_RF": "1", "KGO_TEST_RECORDS": str(RECORDS)}
     run = subprocess.run([str(kgo_tests), "-test.v", "-test.skip", CLIENT_ONLY, "-test.timeout", f"{RUN_S}s"],
                          env=env, capture_output=True, text=True, timeout=RUN_S + 60, cwd=tmp_path)
     out = run.stdout + run.stderr
@@ -67,7 +92,8 @@ def test_franz_gos_whole_suite_passes_its_etl_chains_reading_every_record_exactl
         f"franz-go's tests failed (exit {run.returncode}): {failed[:20]}\n{out[-6000:]}"
     passed = {line.split()[2] for line in out.splitlines() if line.startswith("--- PASS")}
     skipped = {line.split()[2] for line in out.splitlines() if line.startswith("--- SKIP")}
-    assert {"TestTxnEtl", "TestGroupETL"} <= passed, sorted(passed)
+    assert {"TestTxnEtl", "TestGroupETL", "TestSCRAMAuth", "TestSCRAMAuthBadCredentials", "TestOAuthAuth"} <= passed, \
+        sorted(skipped)
     # every test of the suite but the client-only one ran to a verdict (franz-go skips some itself)
     listed = subprocess.run([str(kgo_tests), "-test.list", ".*"], capture_output=True, text=True, check=True,
                             timeout=60).stdout.split()
