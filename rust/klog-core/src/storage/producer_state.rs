@@ -140,7 +140,11 @@ impl ProducerTable {
         if let Some(batch) = entry.batches.iter().find(|b| b.first_seq == first_seq && b.last_seq == last_seq) {
             return SequenceCheck::Duplicate(*batch);
         }
-        if !entry.batches.is_empty() && !in_sequence(entry.last_seq(), first_seq) {
+        // an entry without batches (a protocol v2 marker moved its epoch up) has last sequence -1:
+        // the epoch's first batch starts at 0, as Kafka's checkSequence has it. Accepting any start
+        // took a later in-flight batch of a new epoch whose first batch was refused (a coordinator's
+        // CONCURRENT_TRANSACTIONS on a 3-node cluster), then refused that first batch's retry
+        if !in_sequence(entry.last_seq(), first_seq) {
             return SequenceCheck::OutOfOrder;
         }
         SequenceCheck::Append
@@ -278,6 +282,20 @@ mod tests {
         assert_eq!(t.check_marker(1, 2, Some(2), 2), MarkerCheck::FencedCoordinator);
         t.update(1, 2, batch(0, 0, 4), 7);
         assert_eq!(t.get(1).unwrap().coordinator_epoch, 3, "a new epoch keeps the coordinator epoch");
+    }
+
+    #[test]
+    fn after_a_marker_moved_the_epoch_up_the_epochs_first_batch_starts_at_sequence_zero() {
+        let mut t = ProducerTable::new();
+        t.update(1, 0, batch(0, 9, 0), 5);
+        t.end_transaction(1, 1, 6, 3, 9); // protocol v2: the marker is written at the next epoch
+        assert_eq!(t.check(1, 1, 10, 19), SequenceCheck::OutOfOrder, "a later in-flight batch first");
+        assert_eq!(t.check(1, 1, 0, 9), SequenceCheck::Append);
+        t.update(1, 1, batch(0, 9, 11), 7);
+        assert_eq!(t.check(1, 1, 10, 19), SequenceCheck::Append);
+        t.end_transaction(2, 4, 6, 3, 9); // a producer known by its marker alone
+        assert_eq!(t.check(2, 4, 5, 5), SequenceCheck::OutOfOrder);
+        assert_eq!(t.check(2, 4, 0, 5), SequenceCheck::Append);
     }
 
     #[test]
