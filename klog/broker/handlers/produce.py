@@ -424,7 +424,7 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
                 "index": index, "error_code": errors.NONE, "base_offset": duplicate.base_offset,
                 "log_append_time_ms": duplicate.log_append_time, "log_start_offset": log_.log_start_offset,
                 "record_errors": [], "error_message": None})
-    appended = False
+    appended = False   # set by record_producer once the log holds the batch (its record then ends the hold)
 
     def record_producer(result: Any) -> None:
         # before the high watermark moves (see ReplicaManager.append)
@@ -438,7 +438,6 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
     try:
         result = broker.replicas.append(name, index, batch, now_ms=now_ms, required_acks=request.acks,
                                         recorded=record_producer if producer_id >= 0 else None)
-        appended = True
     except KafkaError as exc:   # refused before the append: no longer the leader, or the ISR under min.insync
         if exc.code == errors.NOT_LEADER_OR_FOLLOWER:
             return _not_leader(broker, name, index, ctx.api_version, leaders)
