@@ -1543,6 +1543,14 @@ impl PartitionLog {
                 st.segments.range(last + 1..).next().map(|(b, _)| *b).expect("the active segment follows")
             })
             .collect();
+        // Every group's cleaned `.log` must be there: renaming skips a missing file, and the
+        // old segments retired below would then leave the group's offsets with no data.
+        for g in groups {
+            let cleaned = super::cleaner::swap::suffixed(&self.dir(), g[0], LOG_SUFFIX, CLEANED_SUFFIX);
+            if !cleaned.is_file() {
+                return Err(StorageError::corrupt(&cleaned, 0, "the cleaned segment to swap in is missing".to_owned()));
+            }
+        }
         for g in groups.iter().rev() {
             for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX] {
                 rename_suffix(&self.dir(), g[0], suffix, CLEANED_SUFFIX, SWAP_SUFFIX)?;

@@ -651,19 +651,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl CleanerShared {
     /// Kafka's `grabFilthiestCompactedLog`: the compacted log with the highest dirty ratio among
-    /// those cleanable now, marked in progress.
+    /// those cleanable now, marked in progress. The state stays locked from the first look to
+    /// the mark (as Kafka's `inLock`): two threads choosing at once must not both take one log,
+    /// since one pass's abandon would delete the other's `.cleaned` files before its swap.
     fn grab_filthiest(&self, now: i64) -> Option<(usize, Arc<PartitionLog>, Plan)> {
         let logs = (self.logs)();
+        let mut st = lock(&self.state);
         let mut best: Option<(usize, Arc<PartitionLog>, Plan)> = None;
         for (d, log) in logs {
             let key = (log.topic().to_owned(), log.partition());
-            let checkpoint = {
-                let st = lock(&self.state);
-                if st.in_progress.contains(&key) || st.uncleanable.contains(&key) {
-                    continue;
-                }
-                st.checkpoints.get(d).and_then(|c| c.get(&key).copied())
-            };
+            if st.in_progress.contains(&key) || st.uncleanable.contains(&key) {
+                continue;
+            }
+            let checkpoint = st.checkpoints.get(d).and_then(|c| c.get(&key).copied());
             // Only compacted logs are looked at further (the view loads every sealed segment's indexes).
             if !log.config().is_ok_and(|c| c.compact) {
                 continue;
@@ -684,7 +684,8 @@ impl CleanerShared {
             }
         }
         if let Some((_, log, _)) = &best {
-            lock(&self.state).in_progress.insert((log.topic().to_owned(), log.partition()));
+            let fresh = st.in_progress.insert((log.topic().to_owned(), log.partition()));
+            assert!(fresh, "a log in progress was chosen again");
         }
         best
     }

@@ -362,6 +362,20 @@ fn a_swap_is_abandoned_when_the_log_was_truncated_meanwhile() {
 }
 
 #[test]
+fn a_swap_whose_cleaned_segment_is_missing_fails_and_keeps_the_old_segments() {
+    let d = TempDir::new("cleaner-missing-cleaned");
+    let log = open(&d.0, compacted(2048), true);
+    let expect = fill(&log, 30, 4, 6, EncodeOptions::default());
+    let view = log.cleaner_view().unwrap();
+    let bases: Vec<i64> = view.segments.iter().take(2).map(|s| s.base).collect();
+    let err = log.swap_in_cleaned(&[bases.clone()], view.generation).unwrap_err();
+    assert!(err.to_string().contains(".log.cleaned"), "{err}");
+    assert!(bases.iter().all(|b| log.segment_bases().unwrap().contains(b)));
+    let (recs, _) = read_all(&log);
+    assert_eq!(latest(&recs), expect);
+}
+
+#[test]
 fn segments_are_grouped_up_to_segment_bytes() {
     let seg = |base, end, size| CleanerSegment { base, end, size, offset_index_bytes: 8, time_index_bytes: 12 };
     let segs = [seg(0, 10, 400), seg(10, 20, 400), seg(20, 30, 400), seg(30, 40, 0), seg(40, 50, 900)];
@@ -447,6 +461,32 @@ fn the_dirtiest_log_is_cleaned_first_and_a_log_in_progress_is_not_taken_twice() 
     assert_eq!(second.partition(), 0);
     assert!(p0.dirty_ratio < p1.dirty_ratio && p0.first_dirty == cleaned_to, "{p0:?}");
     assert!(shared.grab_filthiest(10_000).is_none(), "both are in progress; the delete-policy log is never taken");
+}
+
+#[test]
+fn threads_choosing_at_the_same_moment_never_take_the_same_log() {
+    let d = TempDir::new("cleaner-choose-race");
+    let dir = d.0.join("t-0");
+    fs::create_dir_all(&dir).unwrap();
+    let log = Arc::new(PartitionLog::open(&dir, "t", 0, compacted(2048), LogOpenOptions { clean_shutdown: true, ..Default::default() }).unwrap());
+    fill(&log, 40, 5, 4, EncodeOptions::default());
+    let shared = Arc::new(shared_over(vec![log], HashMap::new()));
+    for round in 0..20 {
+        let threads = 8;
+        let start = Arc::new(std::sync::Barrier::new(threads));
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let (shared, start) = (shared.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    shared.grab_filthiest(10_000).is_some()
+                })
+            })
+            .collect();
+        let taken = handles.into_iter().map(|h| h.join().unwrap()).filter(|t| *t).count();
+        assert_eq!(taken, 1, "round {round}: the log was taken by {taken} threads at once");
+        lock(&shared.state).in_progress.clear();
+    }
 }
 
 #[test]
