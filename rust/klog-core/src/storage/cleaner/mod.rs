@@ -173,6 +173,10 @@ pub struct Plan {
     pub dirty_ratio: f64,
     /// A dirty record is older than `max.compaction.lag.ms`.
     pub overdue: bool,
+    /// The log's generation the plan was made at: its offsets hold only while the log was neither
+    /// truncated nor swapped nor moved (a truncation can bring back offsets above the high
+    /// watermark the plan saw below it).
+    pub generation: u64,
 }
 
 impl Plan {
@@ -233,7 +237,16 @@ pub fn plan(log: &PartitionLog, view: &CleanerView, checkpoint: Option<i64>, now
             }
         }
     }
-    Ok(Plan { first_dirty, first_uncleanable: fu_base.max(first_dirty), reset_checkpoint, clean_bytes, cleanable_bytes, dirty_ratio, overdue })
+    Ok(Plan {
+        first_dirty,
+        first_uncleanable: fu_base.max(first_dirty),
+        reset_checkpoint,
+        clean_bytes,
+        cleanable_bytes,
+        dirty_ratio,
+        overdue,
+        generation: view.generation,
+    })
 }
 
 /// Reads whole batches of a segment file in order through one buffer (no lock held; a file cut
@@ -441,6 +454,12 @@ fn group_segments(segs: &[CleanerSegment], max_size: u64, max_index: u64) -> Vec
     groups
 }
 
+/// Whether `log` was truncated, swapped, moved or closed since `plan` was made: a pass that failed
+/// then failed because of it (a segment cut under its reader, a directory renamed away).
+pub fn log_changed_since(log: &PartitionLog, plan: &Plan) -> bool {
+    log.cleaner_view().map_or(true, |v| v.generation != plan.generation)
+}
+
 /// What one pass did: the new first dirty offset and its counters; None if abandoned (the log
 /// changed underneath or the cleaner is stopping).
 pub type PassResult = Option<(i64, CleanStats)>;
@@ -457,6 +476,9 @@ pub fn clean_log(
 ) -> StorageResult<PassResult> {
     let started = Instant::now();
     let view = log.cleaner_view()?;
+    if view.generation != plan.generation {
+        return Ok(None); // planned before a truncation, swap or move: its bounds may not hold now
+    }
     let lcfg = view.config;
     let mut stats = CleanStats { passes: 1, ..Default::default() };
     if plan.first_dirty >= plan.first_uncleanable {
@@ -729,6 +751,13 @@ impl CleanerShared {
                 false
             }
             Err(StorageError::Closed(_)) => {
+                self.done(dir, &log, None, false);
+                false
+            }
+            Err(_) if log_changed_since(&log, &p) => {
+                // truncated, moved or deleted underneath (a segment cut or a directory gone): abandoned, as
+                // Kafka aborts a cleaning on those; the next pass plans again
+                lock(&self.state).stats.aborted += 1;
                 self.done(dir, &log, None, false);
                 false
             }

@@ -376,6 +376,39 @@ fn a_swap_whose_cleaned_segment_is_missing_fails_and_keeps_the_old_segments() {
 }
 
 #[test]
+fn a_pass_planned_before_a_truncation_is_abandoned_and_cleans_nothing() {
+    let d = TempDir::new("cleaner-planned-before-truncation");
+    let log = open(&d.0, compacted(2048), true);
+    fill(&log, 30, 4, 6, EncodeOptions::default());
+    let view = log.cleaner_view().unwrap();
+    let p = plan(&log, &view, None, 10_000).unwrap();
+    assert!(p.cleanable_bytes > 0);
+    // A new leader's history cuts the log; the plan's bounds came from the longer log.
+    log.truncate_to(log.log_end_offset() - 10).unwrap();
+    let before = read_all(&log).0;
+    let cfg = CleanerConfig::default();
+    let pass = clean_log(&log, &p, &cfg, cfg.map_bytes_per_thread(), 10_000, &IoThrottle::unlimited(), &AtomicBool::new(false)).unwrap();
+    assert!(pass.is_none(), "a pass over a plan older than the truncation ran: {pass:?}");
+    assert_eq!(read_all(&log).0, before);
+    // Planned again, it cleans.
+    assert!(clean_once(&log, None, 10_000, &cfg).1.is_some());
+}
+
+#[test]
+fn a_failed_pass_counts_as_abandoned_when_the_log_was_truncated_or_closed_meanwhile() {
+    let d = TempDir::new("cleaner-changed-meanwhile");
+    let log = open(&d.0, compacted(2048), true);
+    fill(&log, 30, 4, 6, EncodeOptions::default());
+    let p = plan(&log, &log.cleaner_view().unwrap(), None, 10_000).unwrap();
+    assert!(!log_changed_since(&log, &p), "nothing happened: a failure now is the log's own (uncleanable)");
+    log.truncate_to(log.log_end_offset() - 10).unwrap();
+    assert!(log_changed_since(&log, &p), "truncated");
+    let p = plan(&log, &log.cleaner_view().unwrap(), None, 10_000).unwrap();
+    log.close().unwrap();
+    assert!(log_changed_since(&log, &p), "closed (moved to another dir or deleted)");
+}
+
+#[test]
 fn segments_are_grouped_up_to_segment_bytes() {
     let seg = |base, end, size| CleanerSegment { base, end, size, offset_index_bytes: 8, time_index_bytes: 12 };
     let segs = [seg(0, 10, 400), seg(10, 20, 400), seg(20, 30, 400), seg(30, 40, 0), seg(40, 50, 900)];
@@ -673,4 +706,30 @@ fn the_cleaner_stops_below_the_first_unstable_offset() {
     assert_eq!(r.unwrap().0, 1);
     // a=1 is not shadowed by the open transaction's record
     assert_eq!(read_all(&log).0[0], (0, "a".into(), Some("1".into())));
+}
+
+#[test]
+fn aborted_transactions_moved_to_another_index_file_during_the_read_are_all_found() {
+    let d = TempDir::new("cleaner-txnindex-moved");
+    index_aborted(&d.0, 0, 7, 1, 4);
+    index_aborted(&d.0, 100, 8, 101, 104);
+    index_aborted(&d.0, 200, 9, 201, 204);
+    let (orphan, survivor) = (d.0.join(format!("{:020}.txnindex", 100)), d.0.join(format!("{:020}.txnindex", 0)));
+    let mut moved = false;
+    // The broker's remove_orphans runs just after the cleaner read segment 0's index: it appends 100's entries
+    // to 0's (the cleaner replaced segment 100 by its cleaned segment 0) and deletes 100's file.
+    let found = txn::read_aborted_with(&d.0, |path| {
+        let data = fs::read(path);
+        if !moved && path == survivor {
+            moved = true;
+            let mut into = fs::read(&survivor).unwrap();
+            into.extend_from_slice(&fs::read(&orphan).unwrap());
+            fs::write(&survivor, into).unwrap();
+            fs::remove_file(&orphan).unwrap();
+        }
+        data
+    });
+    assert!(moved);
+    let ids: Vec<i64> = found.iter().map(|a| a.producer_id).collect();
+    assert_eq!(ids, vec![7, 8, 9], "{found:?}");
 }

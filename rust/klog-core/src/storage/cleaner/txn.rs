@@ -27,6 +27,8 @@ use std::path::Path;
 use crate::batch::header::BatchHeader;
 use crate::batch::records::{open_batch, DecodeOptions};
 
+use super::super::events::warn;
+
 pub const TXN_INDEX_SUFFIX: &str = ".txnindex";
 const ENTRY_SIZE: usize = 34;
 /// Control record types (the key's int16 after its int16 version).
@@ -43,22 +45,58 @@ pub struct AbortedTxn {
 /// Every aborted transaction listed by the `.txnindex` files of `dir`, by first offset (a torn
 /// last entry, or an unreadable file, is skipped: the broker rewrites the index at its start).
 pub fn read_aborted(dir: &Path) -> Vec<AbortedTxn> {
+    read_aborted_with(dir, |p| fs::read(p))
+}
+
+/// Times `read_aborted` lists the files again when one vanished while it read them.
+const RELIST_ATTEMPTS: usize = 8;
+
+/// `read_aborted` reading each file with `read` (tests stand a concurrent broker in it).
+///
+/// The broker moves the entries of a removed segment's index into the index of the segment that
+/// holds their markers now, appending there before it deletes the old file (`remove_orphans` in
+/// klog/broker/txn_index.py). A listed file found gone was therefore moved after the files before
+/// it were read, and its entries may be in one of them: the files are listed and read again.
+pub fn read_aborted_with(dir: &Path, mut read: impl FnMut(&Path) -> std::io::Result<Vec<u8>>) -> Vec<AbortedTxn> {
     let mut out = Vec::new();
-    let Ok(entries) = fs::read_dir(dir) else { return out };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let Some(stem) = name.strip_suffix(TXN_INDEX_SUFFIX) else { continue };
-        if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(data) = fs::read(entry.path()) else { continue };
-        for e in data.chunks_exact(ENTRY_SIZE) {
-            if i16::from_be_bytes([e[0], e[1]]) != 0 {
-                break;
+    for attempt in 0..RELIST_ATTEMPTS {
+        out.clear();
+        let Ok(entries) = fs::read_dir(dir) else { return out };
+        let mut files: Vec<(i64, std::path::PathBuf)> = entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name();
+                let stem = name.to_str()?.strip_suffix(TXN_INDEX_SUFFIX)?.to_owned();
+                if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                Some((stem.parse().ok()?, entry.path()))
+            })
+            .collect();
+        files.sort();
+        let mut vanished = false;
+        for (_, path) in &files {
+            let data = match read(path) {
+                Ok(d) => d,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    vanished = true;
+                    break;
+                }
+                Err(_) => continue,
+            };
+            for e in data.chunks_exact(ENTRY_SIZE) {
+                if i16::from_be_bytes([e[0], e[1]]) != 0 {
+                    break;
+                }
+                let int64 = |at: usize| i64::from_be_bytes(e[at..at + 8].try_into().expect("8 bytes"));
+                out.push(AbortedTxn { producer_id: int64(2), first_offset: int64(10), last_offset: int64(18) });
             }
-            let int64 = |at: usize| i64::from_be_bytes(e[at..at + 8].try_into().expect("8 bytes"));
-            out.push(AbortedTxn { producer_id: int64(2), first_offset: int64(10), last_offset: int64(18) });
+        }
+        if !vanished {
+            break;
+        }
+        if attempt + 1 == RELIST_ATTEMPTS {
+            warn(format!("{}: .txnindex files kept vanishing while the cleaner read them", dir.display()));
         }
     }
     out.sort_by_key(|a| (a.first_offset, a.last_offset));
