@@ -1372,12 +1372,11 @@ impl PartitionLog {
             seg.set_end_offset(new_leo);
         }
         self.log_end_offset.store(new_leo, Ordering::Release);
-        if self.high_watermark() > new_leo {
-            self.high_watermark.store(new_leo, Ordering::Release);
-        }
-        if self.recovery_point() > new_leo {
-            self.recovery_point.store(new_leo, Ordering::Release);
-        }
+        // Read-modify-writes, not a load and a store: a high watermark set lower in between (the
+        // setter's compare-and-exchange runs without the lock) must not be raised back to new_leo,
+        // and a setter whose exchange follows this one then sees the new log end and clamps to it.
+        self.high_watermark.fetch_min(new_leo, Ordering::AcqRel);
+        self.recovery_point.fetch_min(new_leo, Ordering::AcqRel);
         let before = st.epochs.len();
         st.epochs.retain(|&(_, o)| o < new_leo);
         if st.epochs.len() != before {
