@@ -795,3 +795,69 @@ def test_under_transaction_protocol_v2_the_leader_adds_the_partition_natively_wh
     assert error_codes(produce(0), 12) == [errors.NONE]   # the next transaction, at the bumped epoch: native
     assert pair.native_served() == before + 5
     assert _describe_transaction(pair, tid) == [("Ongoing", [("plain", [0])])] * 2
+
+
+#: a Python process: the main thread appends large frames through the native call (their appends run without the
+#: GIL) while a second thread forgets and relearns the routes, as the broker's flush does from its worker thread
+#: when a log dir goes offline
+_FORGET_WHILE_APPENDING = r"""
+import sys, threading, time
+from klog import _native
+from klog.broker import errors
+from klog.records import encode_batch
+sys.path.insert(0, sys.argv[2])
+from test_native_produce_path import NOW, produce_frame
+
+manager = _native.LogManager([sys.argv[1]], _native.LogConfig())
+log = manager.create("big", 0)
+routes = _native.ProduceRoutes(check_records=True, max_decompressed_bytes=4 << 20, work_budget=4 << 20,
+                               error_codes=(errors.NONE, errors.CORRUPT_MESSAGE, errors.MESSAGE_TOO_LARGE,
+                                            errors.KAFKA_STORAGE_ERROR))
+def learn():
+    routes.learn("big", 0, log, leader_epoch=0, replicated=False, max_message_bytes=4 << 20, compacted=False,
+                 create_time=True, before_max_ms=2**62, after_max_ms=2**62)
+learn()
+records = encode_batch([{"key": b"k", "value": b"v" * 1000, "timestamp": NOW + i} for i in range(300)])
+frame = produce_frame(9, 1, [("big", [(0, records)])])[4:]
+assert len(frame) > 256 * 1024
+done = threading.Event()
+forgets = 0
+def forget():
+    global forgets
+    while not done.is_set():
+        routes.clear()
+        learn()
+        forgets += 1
+        time.sleep(0.0005)   # some frames get through to their append between two forgets
+forgetter = threading.Thread(target=forget)
+forgetter.start()
+served = 0
+deadline = time.monotonic() + 30
+while served < 20 and time.monotonic() < deadline:   # until some frames reached their append between forgets
+    if _native.native_produce(frame, routes, now_ms=NOW, max_version=11) is not None:
+        served += 1
+    else:
+        time.sleep(0)   # declined (the routes forgotten): let the other thread learn them again
+done.set()
+forgetter.join()
+manager.close()
+print(f"served {served} forgets {forgets}")
+"""
+
+
+def test_forgetting_the_routes_while_a_large_frame_appends_without_the_gil_does_not_deadlock(tmp_path):
+    """A large frame's append holds the routes' gate with the GIL released; forgetting the routes from another
+    thread (the broker's flush, when a log dir goes offline) waited for that gate holding the GIL, while the append
+    waited for the GIL to let go of it: the whole broker hung. Run in a child process so that a hang is a failure."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    try:
+        child = subprocess.run([sys.executable, "-c", _FORGET_WHILE_APPENDING, str(tmp_path),
+                                str(Path(__file__).parent)], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("appending large frames while the routes were forgotten hung (a GIL/gate deadlock)")
+    assert child.returncode == 0, child.stderr[-3000:]
+    served, forgets = (int(x) for x in child.stdout.split()[1::2])
+    assert served == 20 and forgets > 0, child.stdout

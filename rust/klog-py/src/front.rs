@@ -838,9 +838,12 @@ impl PyNativeFront {
         let pending = {
             let mut pending = lock(&self.shared.pending);
             clear(self.shared.notify_fd);
-            std::mem::take(&mut *pending)
+            let mut pending = std::mem::take(&mut *pending);
+            // into `taken` before `pending` is let go: in between, a held answer would be in neither,
+            // and the front (`answers_held_in`) would send the connection's next answer before it
+            lock(&self.shared.taken).extend(std::mem::take(&mut pending.held));
+            pending
         };
-        lock(&self.shared.taken).extend(pending.held);
         let produced = pending.produced.into_iter().map(|(t, (b, r, n))| (t, b, r, n)).collect();
         let handoffs =
             pending.handoffs.into_iter().map(|(id, bytes, ended, parked)| {

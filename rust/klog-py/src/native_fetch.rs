@@ -587,13 +587,15 @@ pub(crate) fn serve(
         for p in &planned {
             let log = &p.route.log;
             let hw = log.high_watermark();
-            // (a wait is woken by the high watermark moving past where it was read, even if the last
-            // stable offset stays)
-            read_at.push(visible(log));
+            // how far the partition is visible, read once: the read stops there and a wait is woken by
+            // a move past it, even if the last stable offset stays (read again, a move in between
+            // would be neither read nor waited for: its hook may have fired before the wait is linked)
+            let seen = if replica { log.log_end_offset() } else { hw };
+            read_at.push(seen);
             // a consumer's: the log's first unstable offset below the high watermark (none on a
             // partition without transactions), as the Python path's last stable offset
             let stable = log.last_stable_offset(hw);
-            let end = readable_end(log, visible(log));
+            let end = readable_end(log, seen);
             let mut answer = PartitionAnswer {
                 index: p.index,
                 high_watermark: hw,

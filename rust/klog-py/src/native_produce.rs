@@ -155,10 +155,16 @@ impl PyProduceRoutes {
 
     /// Forget every route (the next request of each partition takes the Python path, which routes
     /// it again).
-    fn clear(&self) {
-        let _gate = self.gate.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        self.generation.fetch_add(1, Ordering::AcqRel);
-        self.lock().clear();
+    ///
+    /// Waits for the gate without the GIL: a large frame's append holds the gate's read side with
+    /// the GIL released and takes the GIL back before letting go, so a caller holding the GIL here
+    /// (the broker's flush runs in a worker thread) would wait on it forever while it waits on us.
+    fn clear(&self, py: Python<'_>) {
+        py.detach(|| {
+            let _gate = self.gate.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            self.lock().clear();
+        });
     }
 
     fn __len__(&self) -> usize {
