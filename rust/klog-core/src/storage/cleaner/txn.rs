@@ -74,12 +74,16 @@ pub fn read_aborted_with(dir: &Path, mut read: impl FnMut(&Path) -> std::io::Res
             })
             .collect();
         files.sort();
+        let last_attempt = attempt + 1 == RELIST_ATTEMPTS;
         let mut vanished = false;
         for (_, path) in &files {
             let data = match read(path) {
                 Ok(d) => d,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     vanished = true;
+                    if last_attempt {
+                        continue; // no more listings: read what is still there
+                    }
                     break;
                 }
                 Err(_) => continue,
@@ -95,7 +99,7 @@ pub fn read_aborted_with(dir: &Path, mut read: impl FnMut(&Path) -> std::io::Res
         if !vanished {
             break;
         }
-        if attempt + 1 == RELIST_ATTEMPTS {
+        if last_attempt {
             warn(format!("{}: .txnindex files kept vanishing while the cleaner read them", dir.display()));
         }
     }
