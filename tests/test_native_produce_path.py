@@ -53,6 +53,23 @@ def produce_frame(version: int, cid: int, topic_data: list[tuple[str, list[tuple
     return encode_request(ApiKey.PRODUCE, version, cid, "native-test", body)
 
 
+def one_replica_routes(log: Any, topic: str, max_bytes: int = 1 << 20) -> Any:
+    """Native produce routes with ``topic``-0 learned as a plain one-replica partition of ``log`` (the native call
+    driven without a broker); :func:`learn_one_replica` learns it again after a ``clear``."""
+    from klog import _native
+
+    routes = _native.ProduceRoutes(check_records=True, max_decompressed_bytes=max_bytes, work_budget=max_bytes,
+                                   error_codes=(errors.NONE, errors.CORRUPT_MESSAGE, errors.MESSAGE_TOO_LARGE,
+                                                errors.KAFKA_STORAGE_ERROR))
+    learn_one_replica(routes, log, topic, max_bytes)
+    return routes
+
+
+def learn_one_replica(routes: Any, log: Any, topic: str, max_bytes: int = 1 << 20) -> None:
+    routes.learn(topic, 0, log, leader_epoch=0, replicated=False, max_message_bytes=max_bytes, compacted=False,
+                 create_time=True, before_max_ms=2**62, after_max_ms=2**62)
+
+
 class Pair(BrokerPair):
     """The same Produce frames to a broker with the native path and one without."""
 
@@ -387,11 +404,7 @@ def test_the_native_call_never_raises_on_damaged_frames_and_appends_only_what_it
     manager = _native.LogManager([str(tmp_path)], _native.LogConfig())
     try:
         log = manager.create("plain", 0)
-        routes = _native.ProduceRoutes(check_records=True, max_decompressed_bytes=1 << 20, work_budget=1 << 20,
-                                       error_codes=(errors.NONE, errors.CORRUPT_MESSAGE, errors.MESSAGE_TOO_LARGE,
-                                                    errors.KAFKA_STORAGE_ERROR))
-        routes.learn("plain", 0, log, leader_epoch=0, replicated=False, max_message_bytes=1 << 20, compacted=False,
-                     create_time=True, before_max_ms=2**62, after_max_ms=2**62)
+        routes = one_replica_routes(log, "plain")
         rng = random.Random(38)
         appended = 0
         for round_ in range(3000):
@@ -803,20 +816,13 @@ def test_under_transaction_protocol_v2_the_leader_adds_the_partition_natively_wh
 _FORGET_WHILE_APPENDING = r"""
 import sys, threading, time
 from klog import _native
-from klog.broker import errors
 from klog.records import encode_batch
 sys.path.insert(0, sys.argv[2])
-from test_native_produce_path import NOW, produce_frame
+from test_native_produce_path import NOW, learn_one_replica, one_replica_routes, produce_frame
 
 manager = _native.LogManager([sys.argv[1]], _native.LogConfig())
 log = manager.create("big", 0)
-routes = _native.ProduceRoutes(check_records=True, max_decompressed_bytes=4 << 20, work_budget=4 << 20,
-                               error_codes=(errors.NONE, errors.CORRUPT_MESSAGE, errors.MESSAGE_TOO_LARGE,
-                                            errors.KAFKA_STORAGE_ERROR))
-def learn():
-    routes.learn("big", 0, log, leader_epoch=0, replicated=False, max_message_bytes=4 << 20, compacted=False,
-                 create_time=True, before_max_ms=2**62, after_max_ms=2**62)
-learn()
+routes = one_replica_routes(log, "big", 4 << 20)
 records = encode_batch([{"key": b"k", "value": b"v" * 1000, "timestamp": NOW + i} for i in range(300)])
 frame = produce_frame(9, 1, [("big", [(0, records)])])[4:]
 assert len(frame) > 256 * 1024
@@ -826,7 +832,7 @@ def forget():
     global forgets
     while not done.is_set():
         routes.clear()
-        learn()
+        learn_one_replica(routes, log, "big", 4 << 20)
         forgets += 1
         time.sleep(0.0005)   # some frames get through to their append between two forgets
 forgetter = threading.Thread(target=forget)
