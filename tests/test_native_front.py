@@ -827,8 +827,8 @@ def test_the_high_watermark_never_passes_an_open_transactions_first_offset_witho
         seen: list[tuple[int, int]] = []   # (high watermark, first unstable offset) after each move of the topic's
         mirror = replicas._mirror_high_watermark
 
-        def observed(key: Any, native: Any, high_watermark: int) -> None:
-            mirror(key, native, high_watermark)
+        def observed(key: Any, native: Any, high_watermark: int, *, raise_only: bool = False) -> None:
+            mirror(key, native, high_watermark, raise_only=raise_only)
             if key == (topic, 0):
                 seen.append((native.high_watermark, native.first_unstable_offset))
 
@@ -853,3 +853,104 @@ def test_the_high_watermark_never_passes_an_open_transactions_first_offset_witho
         finally:
             call_in_loop(server.loop, lambda: replicas.__dict__.pop("_mirror_high_watermark", None), timeout=30)
         assert read_committed(broker, topic, 2) == [b"txn-0", b"txn-2"]
+
+
+def _front_connection_id(server: Any, wire: WireClient) -> int:
+    """The id of the front-held connection whose client end is ``wire``."""
+    from klog.client.loop_thread import call_in_loop
+    port = wire.sock.getsockname()[1]
+
+    def find() -> int | None:
+        front = server.front
+        assert front is not None
+        return next((cid for cid, conn in front.connections.items() if conn.client_port == port), None)
+
+    found: list[int | None] = [None]
+
+    def held() -> bool:
+        found[0] = call_in_loop(server.loop, find, timeout=30)
+        return found[0] is not None
+
+    assert _until(held)
+    assert found[0] is not None
+    return found[0]
+
+
+def test_a_panic_serving_one_connection_closes_that_connection_and_the_front_goes_on_serving_the_others():
+    """The front's one thread reads every connection handed to it: a panic there (here injected into the next serve
+    of one connection) must not end it, which would leave every connection it holds unread without a word. The
+    connection being served is closed (its client reads the end of the stream), the broker counts the fault, and
+    the front serves the other connection and new ones."""
+    with klog.Broker(config=FRONT) as broker:
+        create_topics(broker, {"t": {}}, partitions=1)
+        server = broker._require()
+        with WireClient(broker.host, broker.port) as failing, WireClient(broker.host, broker.port) as other:
+            for wire in (failing, other):
+                for cid in (1, 2):   # the first routes the partition, after the second the connection is the front's
+                    wire.send_raw(produce_frame(9, cid, [("t", [(0, batch())])]))
+                    assert error_codes(wire.read_frame(), 9) == [0]
+            failing_id = _front_connection_id(server, failing)
+            _front_connection_id(server, other)
+            assert broker.stats()["native_front_faults"] == 0
+            server.front.native.fail_next_serve(failing_id)
+            failing.send_raw(produce_frame(9, 3, [("t", [(0, batch())])]))
+            with pytest.raises(ConnectionError):   # closed by the broker (not a read timing out)
+                failing.read_frame()
+            assert _until(lambda: broker.stats()["native_front_faults"] == 1), broker.stats()
+            for cid in (3, 4):
+                served = front_served(broker)
+                other.send_raw(produce_frame(9, cid, [("t", [(0, batch())])]))
+                assert error_codes(other.read_frame(), 9) == [0]
+                assert front_served(broker) == served + 1
+        with WireClient(broker.host, broker.port) as fresh:
+            for cid in (1, 2, 3):
+                fresh.send_raw(produce_frame(9, cid, [("t", [(0, batch())])]))
+                assert error_codes(fresh.read_frame(), 9) == [0]
+            assert _until(lambda: broker.stats()["native_front_connections"] >= 1)
+            served = front_served(broker)
+            fresh.send_raw(produce_frame(9, 4, [("t", [(0, batch())])]))
+            assert error_codes(fresh.read_frame(), 9) == [0]
+            assert front_served(broker) == served + 1
+
+
+def test_an_error_accounting_the_fronts_appends_still_sends_its_held_answers_and_serves_the_connections_it_gave_back():
+    """The event loop accounts the front's appends, sends the answers it held, then reads the connections it gave
+    back. An error while accounting (here raised once by the replica manager) must not leave those answers unsent or
+    those connections paused, never read again: a Produce to a compacted topic (its answer held for the accounting)
+    pipelined with a Metadata request (which gives the connection back) are both answered, in order."""
+    from klog.client.loop_thread import call_in_loop
+    with klog.Broker(config=FRONT) as broker:
+        create_topics(broker, {"kept": {"cleanup.policy": "compact"}}, partitions=1)
+        server = broker._require()
+        replicas = server.state.replicas
+        raised: list[tuple[str, int]] = []
+        appended = replicas.front_appended
+
+        def fails_once(topic: str, partition: int) -> None:
+            if not raised:
+                raised.append((topic, partition))
+                raise RuntimeError("an accounting error (injected)")
+            appended(topic, partition)
+
+        with WireClient(broker.host, broker.port) as wire:
+            for cid in (1, 2):
+                wire.send_raw(produce_frame(9, cid, [("kept", [(0, batch())])]))
+                assert error_codes(wire.read_frame(), 9) == [0]
+            _front_connection_id(server, wire)
+            call_in_loop(server.loop, lambda: setattr(replicas, "front_appended", fails_once), timeout=30)
+            try:
+                served = front_served(broker)
+                metadata = encode_request(ApiKey.METADATA, 12, 4, "native-test", {
+                    "topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+                wire.send_raw(produce_frame(9, 3, [("kept", [(0, batch())])]) + metadata)
+                answers = [wire.read_frame(), wire.read_frame()]
+                assert [struct.unpack(">i", a[:4])[0] for a in answers] == [3, 4]
+                assert error_codes(answers[0], 9) == [0]
+                assert raised == [("kept", 0)]
+                assert front_served(broker) == served + 1
+                # the connection goes on: the next Produce is answered (and accounted) as usual
+                wire.send_raw(produce_frame(9, 5, [("kept", [(0, batch())])]))
+                assert error_codes(wire.read_frame(), 9) == [0]
+            finally:
+                call_in_loop(server.loop, lambda: replicas.__dict__.pop("front_appended", None), timeout=30)
+        assert [len(b.records) for b in fetch_raw(broker.host, broker.port, "kept", 0)] == [1, 1, 1, 1]

@@ -127,14 +127,16 @@ class BrokerServer:
         self.front: FrontLink | None = None
 
     def _front_stats(self) -> dict[str, int]:
-        """The native front's hand-backs and large frames (frames over its 64 KiB read buffer)."""
+        """The native front's hand-backs, large frames (frames over its 64 KiB read buffer), held bytes and the
+        panics its thread caught (each closed the connection it was serving)."""
         front = self.front
         if front is None:
             return {"native_front_handoffs": 0, "native_front_large_frames": 0, "native_front_held_bytes": 0,
-                    "native_front_held_bytes_peak": 0}
+                    "native_front_held_bytes_peak": 0, "native_front_faults": 0}
         held, peak = front.native.held_bytes
         return {"native_front_handoffs": front.handoffs, "native_front_large_frames": front.native.large_frames,
-                "native_front_held_bytes": held, "native_front_held_bytes_peak": peak}
+                "native_front_held_bytes": held, "native_front_held_bytes_peak": peak,
+                "native_front_faults": front.faults}
 
     def produce_checks(self) -> native_produce.ProduceChecks:
         """The native Produce path's checks (closures over the broker state), made by the first connection that

@@ -97,6 +97,8 @@ class FrontLink:
                                                **fetch_args)
         #: connections the front gave back (at a frame it does not serve, or at their end)
         self.handoffs = 0
+        #: panics the front's thread caught (each closed the connection it was serving)
+        self.faults = 0
         #: connection id -> the connection, while the front reads it
         self.connections: dict[int, Connection] = {}
         loop.add_reader(self.native.notify_fd, self.on_ready)
@@ -162,28 +164,43 @@ class FrontLink:
         native_fetch.drain_answered(self.state, broker, broker.metrics)
 
     def on_ready(self) -> None:
-        """Account what the front did, release its answers, then give back the connections it handed back."""
+        """Account what the front did, release its answers, then give back the connections it handed back. Whatever
+        the accounting raises, the answers leave and the hand-offs are taken (else those connections would stay
+        paused, never read again)."""
         native = self.native
+        self._close_faulted(native.take_faults())
         requests, latencies_ms, partitions, produced, failures, handoffs = native.take()
-        self.account_fetches()
-        if requests:
-            state = self.state
-            broker = self.broker
-            broker.requests_handled += requests
-            broker.native_produce_requests += requests
-            broker.native_front_requests += requests
-            replicas = state.replicas
-            for topic, partition in partitions:
-                replicas.front_appended(topic, partition)
-            metrics: BrokerMetrics | None = broker.metrics
-            if metrics is not None:
-                for topic, nbytes, records, batches in produced:
-                    metrics.produced_many(topic, nbytes, records, batches)
-                metrics.requests_done(PRODUCE_KEY, latencies_ms)
+        try:
+            self.account_fetches()
+            if requests:
+                self._account(requests, latencies_ms, partitions, produced)
+        finally:
             native.release()
-            for failure in failures:   # after the answers: an acks=0 failure's close sends them first
-                self._failed(*failure)
-            self.refresh()
+            try:
+                for failure in failures:   # after the answers: an acks=0 failure's close sends them first
+                    self._failed(*failure)
+                if requests:
+                    self.refresh()
+            finally:
+                self._take_back(handoffs)
+
+    def _account(self, requests: int, latencies_ms: list[float], partitions: list[tuple[str, int]],
+                 produced: list[tuple[str, int, int, int]]) -> None:
+        state = self.state
+        broker = self.broker
+        broker.requests_handled += requests
+        broker.native_produce_requests += requests
+        broker.native_front_requests += requests
+        replicas = state.replicas
+        for topic, partition in partitions:
+            replicas.front_appended(topic, partition)
+        metrics: BrokerMetrics | None = broker.metrics
+        if metrics is not None:
+            for topic, nbytes, records, batches in produced:
+                metrics.produced_many(topic, nbytes, records, batches)
+            metrics.requests_done(PRODUCE_KEY, latencies_ms)
+
+    def _take_back(self, handoffs: list[tuple[int, bytes, bool, tuple[int, bytes] | None]]) -> None:
         connections = self.connections
         self.handoffs += len(handoffs)
         for conn_id, data, ended, parked in handoffs:
@@ -197,6 +214,16 @@ class FrontLink:
             except Exception:   # one connection's failure must not lose the others' hand-offs
                 log.exception("closing connection %d after an internal error", conn_id)
                 conn.close()
+
+    def _close_faulted(self, faults: list[tuple[int | None, str]]) -> None:
+        """Panics the front's thread caught: each connection it was serving (dropped by the front, in whatever state
+        the panic left it) is closed; the front goes on serving the others."""
+        for conn_id, message in faults:
+            self.faults += 1
+            log.error("native front: internal error serving connection %s: %s", conn_id, message)
+            conn = self.connections.pop(conn_id, None) if conn_id is not None else None
+            if conn is not None:
+                conn.close(f"internal error in the native front: {message}")
 
     def _failed(self, conn_id: int, acks: int, client_id: str | None, topic: str, partition: int, code: int,
                 message: str, errno_: int | None, log_dir: str) -> None:

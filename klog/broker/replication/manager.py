@@ -182,7 +182,7 @@ class ReplicaManager:
             if leader is not None:
                 self._complete(leader.resign())
                 self._complete_deletes(key, None)
-            self._mirror_high_watermark(key, native, native.log_end_offset)   # the ISR is this broker alone
+            self._mirror_high_watermark(key, native, native.log_end_offset, raise_only=True)   # ISR: this broker alone
             return
         self._replicated.add(key)
         leader = self.leaders.get(key)
@@ -429,7 +429,7 @@ class ReplicaManager:
             self._publish_hw(key, leader)
         elif key not in self._replicated:
             native = self.partitions.get(*key)
-            self._mirror_high_watermark(key, native, native.log_end_offset)
+            self._mirror_high_watermark(key, native, native.log_end_offset, raise_only=True)
 
     def follower_high_watermark(self, followed: FollowedPartition) -> None:
         """The replica fetcher moved ``followed``'s follower state (an append or a truncation): mirror its high
@@ -548,18 +548,23 @@ class ReplicaManager:
     def _publish_hw(self, key: Key, leader: LeaderPartition) -> None:
         self._mirror_high_watermark(key, leader.log.native, leader.high_watermark)  # type: ignore[attr-defined]
 
-    def _mirror_high_watermark(self, key: Key, native: Any, high_watermark: int) -> None:
-        """The only writer of a native log's high watermark (reads stop there), set to what its owner decided: the
-        partition's leader state, its follower state, or the log end of a partition with one replica."""
+    def _mirror_high_watermark(self, key: Key, native: Any, high_watermark: int, *, raise_only: bool = False) -> None:
+        """The only writer of a native log's high watermark (reads stop there) besides the native front, set to what
+        its owner decided: the partition's leader state, its follower state, or the log end of a partition with one
+        replica (``raise_only``: the front raises that one too, each to a log end read a moment before; a plain set
+        by the one that read the older end would move it back)."""
         if self.first_unstable_offset is not None:
             # before the high watermark moves: the cleaner must never see a high watermark past an open
             # transaction without the bound that keeps it below that transaction
             native.first_unstable_offset = self.first_unstable_offset(key[0], key[1], high_watermark)
         old = native.high_watermark
-        if high_watermark != old:
+        if raise_only:
+            if high_watermark > old and native.raise_high_watermark(high_watermark) > old:
+                self.partitions.wake(key)   # consumers long-polling at the old HW
+        elif high_watermark != old:
             native.high_watermark = high_watermark
             if high_watermark > old:
-                self.partitions.wake(key)   # consumers long-polling at the old HW
+                self.partitions.wake(key)
 
     def _propose_isr(self, key: Key, proposal: IsrProposal) -> None:
         if self.alter_partition is not None:

@@ -148,6 +148,9 @@ struct Pending {
     handoffs: Vec<Handoff>,
     /// A high watermark the front moved is waited for in Python (`PartitionLog::high_watermark_waited`).
     waited: bool,
+    /// Panics caught on the front's thread: (the connection being served, dropped by the front, which
+    /// the event loop closes; the panic's message).
+    faults: Vec<(Option<u64>, String)>,
     signalled: bool,
 }
 
@@ -177,7 +180,12 @@ struct Shared {
     enabled: AtomicBool,
     stop: AtomicBool,
     fetch: Option<FrontFetch>,
+    /// The connection whose next serve panics (tests of the fault path; NO_CONNECTION: none).
+    fail_next_serve: AtomicU64,
 }
+
+/// `Shared::fail_next_serve` when no serve is to fail.
+const NO_CONNECTION: u64 = u64::MAX;
 
 impl Shared {
     /// Stop reading `conn` (closed, given back or replaced): its descriptor closed, its grown buffer's bytes
@@ -213,6 +221,11 @@ fn now_ms() -> i64 {
 /// `spare`: the front thread's read buffer, lent to a connection that holds nothing (most reads carry
 /// whole requests, so idle connections keep no buffer of their own; see `InBuf::lend`).
 fn serve_connection(shared: &Shared, id: u64, spare: &mut Vec<u8>, queued: &mut Option<Arc<SendQueue>>) {
+    if shared.fail_next_serve.load(Ordering::Relaxed) == id
+        && shared.fail_next_serve.compare_exchange(id, NO_CONNECTION, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+    {
+        panic!("a fault injected into the serve of connection {id}");
+    }
     let mut conns = lock(&shared.conns);
     let Some(conn) = conns.get_mut(&id) else {
         return; // unregistered meanwhile
@@ -373,17 +386,46 @@ fn serve_connection(shared: &Shared, id: u64, spare: &mut Vec<u8>, queued: &mut 
     }
 }
 
+/// `serve_connection`, a panic in it caught: the front's one thread serves every connection it reads, and
+/// a panic that ended it would leave them all unread without a word. The connection being served is
+/// dropped (its state is whatever the panic left) and the event loop closes it and logs the message.
+fn serve_guarded(shared: &Shared, id: u64, spare: &mut Vec<u8>, queued: &mut Option<Arc<SendQueue>>) {
+    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_connection(shared, id, spare, queued)));
+    if let Err(panic) = served {
+        // (a lent buffer may be anywhere now: the next read lends a fresh one)
+        *spare = Vec::new();
+        fault(shared, Some(id), panic);
+    }
+}
+
+/// Note a panic caught on the front's thread while serving connection `id` (None: not one connection's),
+/// dropping that connection, and wake the event loop to close it.
+fn fault(shared: &Shared, id: Option<u64>, panic: Box<dyn std::any::Any + Send>) {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|m| m.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned());
+    if let Some(mut conn) = id.and_then(|id| lock(&shared.conns).remove(&id)) {
+        if let (Some((parked, _)), Some(fetch)) = (conn.parked.take(), &shared.fetch) {
+            fetch.routes.waits.take_back(parked);
+        }
+        shared.forget(conn);
+    }
+    let mut pending = lock(&shared.pending);
+    pending.faults.push((id, message));
+    if !pending.signalled {
+        pending.signalled = true;
+        signal(shared.notify_fd);
+    }
+}
+
 /// Move the high watermark of a log the front owns it for (one replica, not compacted) to its log
 /// end, never past the first unstable offset the broker set (a transaction's start: the broker
 /// moves it past that once it has accounted the transaction). The high watermark now.
 fn advance_own_watermark(log: &klog_core::storage::PartitionLog) -> i64 {
-    let target = log.log_end_offset().min(log.first_unstable_offset());
-    let now = log.high_watermark();
-    if target > now {
-        log.set_high_watermark(target)
-    } else {
-        now
-    }
+    // raised, never set: the broker's mirror raises it too, to a log end it read earlier or later
+    log.raise_high_watermark(log.log_end_offset().min(log.first_unstable_offset()))
 }
 
 /// Serve the Fetch `frame` of connection `id` (whose send queue is `queue`) if the native Fetch path
@@ -457,7 +499,7 @@ fn give_back_returned(shared: &Shared, spare: &mut Vec<u8>, queued: &mut Option<
     // (a connection given back meanwhile took its long poll with it: the event loop owns it); one sent
     // back is given back at its next frame, or now if it has none yet
     for id in holders {
-        serve_connection(shared, id, spare, queued);
+        serve_guarded(shared, id, spare, queued);
         let mut conns = lock(&shared.conns);
         let Some(conn) = conns.get(&id) else { continue };
         let returned = conn.parked.as_ref().is_some_and(|(p, _)| fetch.routes.waits.behind(*p) == Behind::Returned);
@@ -563,10 +605,15 @@ fn run(shared: Arc<Shared>) {
                 continue;
             }
             if token == RETURNED_TOKEN {
-                give_back_returned(&shared, &mut spare, &mut queued);
+                let (spare, queued) = (&mut spare, &mut queued);
+                let given = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| give_back_returned(&shared, spare, queued)));
+                if let Err(panic) = given {
+                    *spare = Vec::new();
+                    fault(&shared, None, panic);
+                }
                 continue;
             }
-            serve_connection(&shared, token, &mut spare, &mut queued);
+            serve_guarded(&shared, token, &mut spare, &mut queued);
         }
         // the answers this pass queued (one kick of the socket writer for all of them)
         if let Some(queue) = queued.take() {
@@ -577,7 +624,11 @@ fn run(shared: Arc<Shared>) {
         let mut pending = lock(&shared.pending);
         // answers held, connections given back, failed appends: now; appends whose answers left already:
         // once per interval (one event loop wake-up for all of them)
-        let urgent = pending.waited || !pending.held.is_empty() || !pending.handoffs.is_empty() || !pending.failures.is_empty();
+        let urgent = pending.waited
+            || !pending.held.is_empty()
+            || !pending.handoffs.is_empty()
+            || !pending.failures.is_empty()
+            || !pending.faults.is_empty();
         let produce_due = pending.requests > 0 && produce_accounted.elapsed() >= shared.account_interval;
         if (urgent || produce_due || count_fetches) && !pending.signalled {
             fetches_counted = Instant::now();
@@ -690,6 +741,7 @@ impl PyNativeFront {
             enabled: AtomicBool::new(true),
             stop: AtomicBool::new(false),
             fetch,
+            fail_next_serve: AtomicU64::new(NO_CONNECTION),
         });
         let worker = shared.clone();
         let thread = std::thread::Builder::new().name("klog-front".into()).spawn(move || run(worker))?;
@@ -836,9 +888,11 @@ impl PyNativeFront {
         Vec<(u64, Bound<'py, PyBytes>, bool, Option<(u64, Bound<'py, PyBytes>)>)>,
     ) {
         let pending = {
-            let mut pending = lock(&self.shared.pending);
+            let mut guard = lock(&self.shared.pending);
             clear(self.shared.notify_fd);
-            let mut pending = std::mem::take(&mut *pending);
+            let mut pending = std::mem::take(&mut *guard);
+            // (the faults stay for `take_faults`)
+            guard.faults = std::mem::take(&mut pending.faults);
             // into `taken` before `pending` is let go: in between, a held answer would be in neither,
             // and the front (`answers_held_in`) would send the connection's next answer before it
             lock(&self.shared.taken).extend(std::mem::take(&mut pending.held));
@@ -880,6 +934,17 @@ impl PyNativeFront {
                 let _ = queue.send_now(vec![Chunk::Bytes(bytes)]);
             }
         });
+    }
+
+    /// The panics caught on the front's thread since the last call: (the connection it was serving,
+    /// which the front dropped and the caller closes, or None; the message).
+    fn take_faults(&self) -> Vec<(Option<u64>, String)> {
+        std::mem::take(&mut lock(&self.shared.pending).faults)
+    }
+
+    /// Make the front's next serve of connection `id` panic (a test of what a panic there does).
+    fn fail_next_serve(&self, id: u64) {
+        self.shared.fail_next_serve.store(id, Ordering::Release);
     }
 
     /// Stop the thread and close every descriptor the front holds (the connections stay open).

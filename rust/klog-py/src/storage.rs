@@ -712,6 +712,12 @@ impl PyPartitionLog {
     fn set_high_watermark(&self, value: i64) {
         self.log.set_high_watermark(value);
     }
+    /// Raise the high watermark to `value` (clamped to the log), never lower it: the high watermark
+    /// now. A one-replica log's two writers (the native front and the broker's mirror) each raise it to
+    /// a log end read a moment before: a plain set by the one that read the older end moved it back.
+    fn raise_high_watermark(&self, value: i64) -> i64 {
+        self.log.raise_high_watermark(value)
+    }
     /// The first offset of a transaction still open or whose marker the ISR lacks: the cleaner
     /// stops below it.
     #[getter]

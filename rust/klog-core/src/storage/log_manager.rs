@@ -551,8 +551,18 @@ impl LogManager {
         let Some((doomed, delay)) = log.swap_in_future(future, generation)? else {
             return Ok(false);
         };
-        self.shared.logs.lock().unwrap_or_else(|p| p.into_inner()).insert(key, (to, log.clone()));
-        self.install_hook(&log, to);
+        // the log's entry moves to its new dir only if it is still this log: a delete that took it out
+        // of the map meanwhile (and renames the moved dir away) must not see it come back
+        let still_listed = match self.shared.logs.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&key) {
+            Some(entry) if Arc::ptr_eq(&entry.1, &log) => {
+                entry.0 = to;
+                true
+            }
+            _ => false,
+        };
+        if still_listed {
+            self.install_hook(&log, to);
+        }
         if delay == 0 {
             fs::remove_dir_all(&doomed).ctx("delete", &doomed)?;
         } else {

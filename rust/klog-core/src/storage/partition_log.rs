@@ -682,7 +682,19 @@ impl PartitionLog {
     /// an append only raises the log end, and a truncation or a log start move that lands between
     /// the clamp and the exchange is seen by the check after it, which clamps again.
     pub fn set_high_watermark(&self, hw: i64) -> i64 {
-        let (old, v) = self.exchange_high_watermark(hw);
+        let (old, v) = self.exchange_high_watermark(hw, false);
+        if v > old {
+            self.call_high_watermark_hook();
+        }
+        v
+    }
+
+    /// Raise the high watermark to `hw` (clamped as by `set_high_watermark`), never lower it: the
+    /// high watermark now. For the writers that each move a one-replica log's high watermark to a
+    /// log end they read earlier (the native front and the broker's mirror): with a plain set, the
+    /// one that read the older end and stored last moved it back.
+    pub fn raise_high_watermark(&self, hw: i64) -> i64 {
+        let (old, v) = self.exchange_high_watermark(hw, true);
         if v > old {
             self.call_high_watermark_hook();
         }
@@ -698,20 +710,26 @@ impl PartitionLog {
         }
     }
 
-    /// The exchange of `set_high_watermark`: (the value replaced, the value set).
-    fn exchange_high_watermark(&self, hw: i64) -> (i64, i64) {
+    /// The exchange of `set_high_watermark` (and, `raise_only`, of `raise_high_watermark`): (the
+    /// value replaced, the value now).
+    fn exchange_high_watermark(&self, hw: i64, raise_only: bool) -> (i64, i64) {
         let clamped = || hw.min(self.log_end_offset()).max(self.log_start_offset());
         let in_bounds = |v: i64| v <= self.log_end_offset() && v >= self.log_start_offset();
         let mut current = self.high_watermark.load(Ordering::Acquire);
         let mut replaced = None;
         for _ in 0..HIGH_WATERMARK_TRIES {
             let v = clamped();
+            if raise_only && v <= current && replaced.is_none() {
+                return (current, current);
+            }
             match self.high_watermark.compare_exchange(current, v, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(previous) => {
                     let old = *replaced.get_or_insert(previous);
                     if in_bounds(v) {
                         return (old, v);
                     }
+                    // a truncation or log start move landed between the clamp and the exchange: clamp
+                    // again, lowering it if need be (the bounds win over `raise_only`)
                     current = v;
                 }
                 Err(now) => current = now,
@@ -720,8 +738,19 @@ impl PartitionLog {
         // the bounds kept moving (or crossed, mid-way through a truncation): settle under the lock
         let _g = self.state.lock();
         let v = clamped();
-        let previous = self.high_watermark.swap(v, Ordering::AcqRel);
-        (replaced.unwrap_or(previous), v)
+        if !raise_only || replaced.is_some() {
+            let previous = self.high_watermark.swap(v, Ordering::AcqRel);
+            return (replaced.unwrap_or(previous), v);
+        }
+        // (other raisers still exchange without the lock: compare, never overwrite a higher one)
+        let mut now = self.high_watermark.load(Ordering::Acquire);
+        while v > now {
+            match self.high_watermark.compare_exchange(now, v, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(previous) => return (previous, v),
+                Err(seen) => now = seen,
+            }
+        }
+        (now, now)
     }
 
     /// Whether the broker waits for this log's high watermark outside the hook (see the field).
@@ -1906,6 +1935,57 @@ mod tests {
         thread.join().unwrap();
         assert_eq!(set, Ok(5)); // clamped to the log end, without the lock
         assert_eq!(log.high_watermark(), 5);
+    }
+
+    #[test]
+    fn raising_the_high_watermark_never_lowers_it_and_clamps_to_the_log() {
+        let d = TempDir::new("plog-hw-raise");
+        let log = open(&d.0, LogConfig::default(), true);
+        for _ in 0..8 {
+            log.append(&batch(1, 100), 0, 0).unwrap();
+        }
+        log.set_high_watermark(4);
+        assert_eq!(log.raise_high_watermark(2), 4); // lower: stays
+        assert_eq!(log.raise_high_watermark(6), 6);
+        assert_eq!(log.raise_high_watermark(99), 8); // clamped to the log end
+        log.truncate_to(5).unwrap();
+        assert_eq!(log.high_watermark(), 5); // a truncation still lowers it
+        assert_eq!(log.raise_high_watermark(3), 5);
+    }
+
+    #[test]
+    fn two_writers_raising_to_log_ends_they_read_earlier_never_move_the_high_watermark_back() {
+        // the native front and the broker's mirror, each storing an end it read a moment before
+        const END: i64 = 200_000;
+        let d = TempDir::new("plog-hw-raisers");
+        let log = Arc::new(open(&d.0, LogConfig::default(), true));
+        for _ in 0..END / 1000 {
+            log.append(&batch(1000, 100), 0, 0).unwrap();
+        }
+        for _ in 0..8 {
+            log.set_high_watermark(0);
+            let raisers: Vec<_> = (0..2)
+                .map(|n| {
+                    let log = log.clone();
+                    std::thread::spawn(move || {
+                        // one writer a step ahead of the other
+                        for end in (n..=END).step_by(1 + n as usize) {
+                            log.raise_high_watermark(end);
+                        }
+                    })
+                })
+                .collect();
+            let mut seen = log.high_watermark();
+            while raisers.iter().any(|t| !t.is_finished()) {
+                let now = log.high_watermark();
+                assert!(now >= seen, "the high watermark moved back from {seen} to {now}");
+                seen = now;
+            }
+            for t in raisers {
+                t.join().unwrap();
+            }
+            assert_eq!(log.high_watermark(), END);
+        }
     }
 
     #[test]
