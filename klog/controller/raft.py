@@ -271,6 +271,8 @@ class RaftDriver:
         self._snapshot_listeners: list[Callable[[int, int, bytes], None]] = []
         self._inbox: collections.deque[tuple[int, bytes]] = collections.deque()
         self._commands: collections.deque[Callable[[RaftNode], None]] = collections.deque()
+        #: snapshots to write (index, data, the caller's future): on the raft executor, between ready cycles
+        self._snapshots: collections.deque[tuple[int, bytes, asyncio.Future[str]]] = collections.deque()
         self._tracker: ProposalTracker[asyncio.Future[int]] = ProposalTracker(cfg.max_pending_proposals)
         self._wake = asyncio.Event()
         self._leader_changed = asyncio.Event()
@@ -508,21 +510,30 @@ class RaftDriver:
 
     def create_snapshot(self, index: int, data: bytes) -> asyncio.Future[str]:
         """Snapshot the applied state after ``index`` (data: record batches); the log before it is dropped."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[str] = loop.create_future()
+        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._snapshots.append((index, data, fut))
+        self._wake.set()
+        return fut
 
-        def submit(node: RaftNode) -> None:
+    async def _write_snapshots(self, node: RaftNode) -> None:
+        """Write the snapshots asked for on the raft executor (the image's records written and fsynced: the event
+        loop, which a combined node's requests share, would stop for that long), between two ready cycles as the
+        node's other commands."""
+        loop = asyncio.get_running_loop()
+        while self._snapshots:
+            index, data, fut = self._snapshots.popleft()
             try:
-                path = str(node.create_snapshot(index, data))
+                path = await loop.run_in_executor(self._executor, node.create_snapshot, index, data)
+            except asyncio.CancelledError:
+                if not fut.done():
+                    fut.set_exception(RaftError("the raft node stopped before its snapshot was written"))
+                raise
             except RaftError as e:
                 if not fut.done():
                     fut.set_exception(e)
-                return
+                continue
             if not fut.done():   # the caller may have stopped waiting (a member shutting down)
-                fut.set_result(path)
-
-        self._command(submit)
-        return fut
+                fut.set_result(str(path))
 
     def note_observer(self, node_id: int, applied_index: int, directory_id: uuid.UUID = ZERO_UUID) -> None:
         """An observer fetched after ``applied_index`` (forgotten after :data:`OBSERVER_SESSION_MS` of silence)."""
@@ -644,6 +655,7 @@ class RaftDriver:
                     self._note_caught_up(node)
                 while self._commands:
                     self._commands.popleft()(node)
+                await self._write_snapshots(node)
                 if node.has_ready():
                     # A leader's appends go out first, so followers persist them while it does.
                     self._send(node.begin_ready())
