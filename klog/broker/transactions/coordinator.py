@@ -154,6 +154,8 @@ class TransactionCoordinator:
         self.txns: dict[str, TxnMetadata] = {}
         #: transactional id -> the task writing its markers and completing its transaction
         self._completing: dict[str, asyncio.Task[None]] = {}
+        #: transactional ids whose next state is being written (`_transition`: one write of an id at a time)
+        self._writing: set[str] = set()
         self._handlers = {22: self._init_producer_id, 24: self._add_partitions, 25: self._add_offsets,
                           26: self._end_txn}
         #: the metadata image server_transaction_version last read, and what it read there
@@ -248,8 +250,16 @@ class TransactionCoordinator:
         return await self.runtime.run(lambda: handler(header.api_version, request))
 
     async def _transition(self, current: TxnMetadata | None, new: TxnMetadata) -> int:
-        """Writes ``new`` (the next state of its id) and waits for the ISR; only then it becomes the state."""
+        """Writes ``new`` (the next state of its id) and waits for the ISR; only then it becomes the state. A
+        compare-and-set: ``current`` must still be the id's state (None: the id has none), with no other write of
+        it in flight, else nothing is written (CONCURRENT_TRANSACTIONS): a decision taken from a state that
+        another request or the timer has since replaced (a timed-out abort scheduled before the client's commit
+        was written, a decision made before an await) would overwrite that newer state, and a commit the client
+        was told of could end aborted."""
         tid = new.transactional_id
+        if self.txns.get(tid) is not current or tid in self._writing:
+            return int(ErrorCode.CONCURRENT_TRANSACTIONS)
+        self._writing.add(tid)
         if current is not None:
             current.pending = True
         try:
@@ -261,12 +271,15 @@ class TransactionCoordinator:
             log.warning("transactional id %s: writing its state failed: %s", tid, exc)
             code = storage_error_code(exc)
         finally:
+            self._writing.discard(tid)
             if current is not None:
                 current.pending = False
         if code:
             return int(code)
         if unavailable := self.runtime.unavailable(tid):
             return unavailable   # resigned meanwhile: the new coordinator loads what was written
+        if self.txns.get(tid) is not current:   # unloaded and loaded again meanwhile: the log's state is the id's
+            return int(ErrorCode.NOT_COORDINATOR)
         new.pending = False
         self.txns[tid] = new
         return 0
@@ -320,6 +333,8 @@ class TransactionCoordinator:
         given_pid = request.producer_id if version >= 3 else -1
         given_epoch = request.producer_epoch if version >= 3 else -1
         await self._await_completion(tid)
+        if unavailable := self.runtime.unavailable(tid):   # resigned while waiting: the client finds the new one
+            return answer(unavailable)
         now = self.timer.now()
         meta = self.txns.get(tid)
         if meta is None:
@@ -555,6 +570,8 @@ class TransactionCoordinator:
         if unavailable := self.runtime.unavailable(tid):
             return answer(unavailable)
         await self._await_completion(tid)
+        if unavailable := self.runtime.unavailable(tid):   # resigned while waiting: the client finds the new one
+            return answer(unavailable)
         meta = self.txns.get(tid)
         if meta is None or meta.producer_id != request.producer_id:
             return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
@@ -597,6 +614,8 @@ class TransactionCoordinator:
         if unavailable := self.runtime.unavailable(tid):
             return answer(unavailable)
         await self._await_completion(tid)
+        if unavailable := self.runtime.unavailable(tid):   # resigned while waiting: the client finds the new one
+            return answer(unavailable)
         meta = self.txns.get(tid)
         if meta is None:
             return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
@@ -836,6 +855,12 @@ class TransactionCoordinator:
 
     async def _abort_in_background(self, meta: TxnMetadata) -> None:
         async def abort() -> int:
+            # scheduled from the state the timer saw: the client may have ended the transaction (or another
+            # request changed it) before this task ran; then there is nothing to abort (Kafka's
+            # abortTimedOutTransactions checks the same under the transaction's lock)
+            tid = meta.transactional_id
+            if self.txns.get(tid) is not meta or meta.state != TxnState.ONGOING or self._in_transition(tid, meta):
+                return 0
             return await self._begin_end(meta, commit=False, fence=True, tv=self.server_transaction_version())
 
         code = await self.runtime.run(abort)
