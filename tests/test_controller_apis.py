@@ -213,6 +213,9 @@ def test_writers_sharing_a_nodes_lock_decide_each_on_the_image_with_the_one_befo
 
 
 def test_the_write_path_bounds_a_commit_and_tells_what_was_not_committed():
+    """Past ``timeout_s`` the decision is answered REQUEST_TIMED_OUT, once its records' fate is known or this node no
+    longer decides (here: it steps down, as raft-rs's check_quorum makes a leader without a majority do); a node
+    that is not active decides (for a per-item answer) and commits nothing, and says so."""
     from klog.controller.apis import MetadataWriter
     from klog.controller.producer_ids import allocate_producer_ids
 
@@ -223,13 +226,70 @@ def test_the_write_path_bounds_a_commit_and_tells_what_was_not_committed():
         return await MetadataWriter(quorum).decide(lambda image: allocate_producer_ids(1, 1, image), timeout_s=0.05,
                                                    on_uncommitted=uncommitted.append)
 
-    decision = run(decide())
+    async def step_down_later() -> Any:
+        async def step_down() -> None:
+            await asyncio.sleep(0.3)
+            quorum.leader = False
+
+        stepping = asyncio.ensure_future(step_down())
+        decision = await decide()
+        assert stepping.done()   # answered only once the node stopped deciding, not at its 0.05 s timeout
+        return decision
+
+    decision = run(step_down_later())
     assert decision.refusal is not None and decision.refusal.code == int(ErrorCode.REQUEST_TIMED_OUT)
     assert not decision.not_active and len(uncommitted) == 1 and quorum.image.next_producer_id == -1
-    quorum.leader = False   # not active: decided (for a per-item answer), refused, nothing to tell
+    # not active: decided (for a per-item answer), refused; its records were not committed, which it tells
     decision = run(decide())
     assert decision.refusal is not None and decision.refusal.code == int(ErrorCode.NOT_CONTROLLER)
-    assert decision.not_active and decision.response == (0, 1000) and len(uncommitted) == 1
+    assert decision.not_active and decision.response == (0, 1000) and len(uncommitted) == 2
+
+
+class HeldQuorum(MemoryQuorum):
+    """A quorum whose commits complete once ``release`` is set (a slow majority)."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        super().__init__(image)
+        self.release = asyncio.Event()
+
+    async def commit(self, records: Sequence[MetadataRecord]) -> None:
+        await self.release.wait()
+        self.commits.append(list(records))
+        self.apply(records)
+
+
+@pytest.mark.parametrize("gives_up", ["cancelled", "timed out"])
+def test_a_decision_whose_caller_stops_waiting_holds_the_next_one_until_its_records_are_committed(gives_up):
+    """A caller that stops waiting for a decision (its client disconnected and its task was cancelled, or its
+    timeout passed) leaves the records proposed: the next decision must be made on the image with them. Released
+    early, two producer-id allocations got the same block (and two deletions of one topic wrote two
+    RemoveTopicRecords, which no member can replay)."""
+    from klog.controller.apis import MetadataWriter
+    from klog.controller.producer_ids import allocate_producer_ids
+
+    quorum = HeldQuorum(registered_brokers(1, 2))
+    writer = MetadataWriter(quorum)
+
+    async def both() -> tuple[Any, Any]:
+        first = asyncio.ensure_future(writer.decide(lambda image: allocate_producer_ids(1, 1, image),
+                                                    timeout_s=0.05 if gives_up == "timed out" else None))
+        await asyncio.sleep(0.1)
+        if gives_up == "cancelled":
+            first.cancel()
+        second = asyncio.ensure_future(writer.decide(lambda image: allocate_producer_ids(2, 2, image)))
+        await asyncio.sleep(0.2)
+        assert not second.done()   # waits for the first decision's records
+        quorum.release.set()
+        outcomes = await asyncio.gather(first, second, return_exceptions=True)
+        return outcomes[0], outcomes[1]
+
+    first, second = run(both())
+    if gives_up == "cancelled":
+        assert isinstance(first, asyncio.CancelledError)
+    else:
+        assert first.refusal is None and first.response == (0, 1000)   # committed after all: answered so
+    assert second.refusal is None and second.response == (1000, 1000)
+    assert [len(c) for c in quorum.commits] == [1, 1] and quorum.image.next_producer_id == 2000
 
 
 def test_a_quorum_members_broker_lifecycle_writes_under_the_members_one_lock(tmp_path):

@@ -297,3 +297,76 @@ def test_records_committed_after_the_broker_role_stopped_reach_only_the_controll
             await controller.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_heartbeat_waiting_behind_a_long_decision_keeps_its_broker_from_being_fenced(tmp_path: Path) -> None:
+    """A heartbeat counts from its arrival, not from its decision: while a long decision holds the node's decision
+    lock (a large CreateTopics making its partitions' files), the session expiry queues on the lock before the
+    heartbeats that arrive after it, and ran first on contact times older than the wait: it fenced brokers that kept
+    heartbeating (Kafka: KAFKA-17793, its heartbeat tracker is updated on the request thread)."""
+    import asyncio
+    import logging
+    from types import SimpleNamespace
+
+    from klog.broker.__main__ import controller_listener, controller_node, load_config
+    from klog.broker.server import BrokerServer
+    from klog.controller.broker_service import BrokerLifecycleService
+    from klog.testing.kafka import free_port
+
+    controller_port = free_port()
+    config = load_config(None, [
+        "process.roles=broker,controller", "node.id=1", f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
+        "controller.listener.names=CONTROLLER", "broker.session.timeout.ms=2000", "broker.heartbeat.interval.ms=200",
+        f"listeners=PLAINTEXT://127.0.0.1:{free_port()},CONTROLLER://127.0.0.1:{controller_port}",
+        f"log.dirs={tmp_path / 'data'}"])
+    fenced: list[str] = []
+
+    class Fencing(logging.Handler):
+        def emit(self, rec: logging.LogRecord) -> None:
+            if "session has timed out" in rec.getMessage():
+                fenced.append(rec.getMessage())
+
+    handler = Fencing()
+    fencing_log = logging.getLogger("klog.controller.brokers")
+    level = fencing_log.level
+    fencing_log.setLevel(logging.INFO)
+    fencing_log.addHandler(handler)
+
+    async def scenario() -> None:
+        controller = controller_node(config)
+        brokers = BrokerLifecycleService(controller, session_timeout_ms=config["broker.session.timeout.ms"])
+        listener = controller_listener(config, controller, brokers)
+        server = BrokerServer(config, controller, controller_listener=listener)
+        await controller.start()
+        await brokers.start()
+        try:
+            await asyncio.wait_for(controller.wait_cluster_id(), 30)
+            await asyncio.wait_for(server.start(), 30)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            while not (1 in controller.image.brokers and not controller.image.brokers[1].fenced):
+                assert loop.time() < deadline, "the broker was never unfenced"
+                await asyncio.sleep(0.05)
+            epoch = controller.image.brokers[1].epoch
+            heartbeat = SimpleNamespace(broker_id=1, broker_epoch=epoch, current_metadata_offset=1 << 40,
+                                        want_fence=False, want_shut_down=False, offline_log_dirs=[])
+            async with controller.decisions:   # a decision taking 3 s, longer than the 2 s session
+                await asyncio.sleep(2.5)
+                # a heartbeat arrives half a second before the lock frees (the session expiry waits on it already)
+                late = asyncio.ensure_future(brokers.handle(63, heartbeat))
+                await asyncio.sleep(0.5)
+            answer = await asyncio.wait_for(late, 30)
+            assert answer["error_code"] == 0
+            await asyncio.sleep(0.5)
+            assert not controller.image.brokers[1].fenced
+            assert fenced == []
+            await server.stop()
+        finally:
+            await brokers.stop()
+            await controller.stop()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        fencing_log.removeHandler(handler)
+        fencing_log.setLevel(level)

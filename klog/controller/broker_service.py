@@ -137,6 +137,18 @@ class BrokerLifecycleService:
                 and raft.term == self.active_term and self.node.applier.bootstrapped)
 
     def _resign(self, why: str) -> None:
+        """A decision changed the sessions and its records were not committed: the sessions no longer match the
+        image. Called once the records' fate is known (MetadataWriter.decide holds its lock until then)."""
+        raft = self.node.driver.node
+        if not self._stopped and self.active_term is not None and raft is not None and raft.role == "leader" \
+                and raft.term == self.active_term:
+            # still the leader of this term: no LeaderChange will activate it again before a new term (a quorum
+            # of one voter never has one), and until then every broker would be answered NOT_CONTROLLER. Rebuilt
+            # from the image now, as at activation (each broker heard from now).
+            self.manager.activate(self.node.image, self.clock())
+            log.warning("controller %d: broker sessions rebuilt from the metadata image (%s)",
+                        self.node.quorum.node_id, why)
+            return
         log.warning("controller %d: broker sessions dropped (%s); rebuilt when it is next active",
                     self.node.quorum.node_id, why)
         self.active_term = None
@@ -173,6 +185,8 @@ class BrokerLifecycleService:
         return response
 
     async def _heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        if self.active:   # heard from now, whatever decisions this one waits behind (the session expiry's too)
+            self.manager.note_contact(request.broker_id, request.broker_epoch, self.clock())
         response = await self._decide(lambda image, offset: self.manager.process_heartbeat(
             request, image, self.clock(), record_offset=offset))
         if response is None:

@@ -359,6 +359,14 @@ class ClusterControlManager:
             return BrokerControlState.CONTROLLED_SHUTDOWN
         return BrokerControlState.SHUTDOWN_NOW
 
+    def note_contact(self, broker_id: int, epoch: int, now_ms: int) -> None:
+        """A heartbeat of ``broker_id``'s session ``epoch`` arrived (Kafka's BrokerHeartbeatTracker, updated on the
+        request thread): its session is alive from now, before the heartbeat's own decision, which may wait behind
+        others while the session expiry runs first."""
+        key = (broker_id, epoch)
+        if key in self.last_contact_ms:
+            self.last_contact_ms[key] = max(self.last_contact_ms[key], now_ms)
+
     # ---- session expiry -----------------------------------------------------------------------------------
 
     def fence_stale_broker(self, image: MetadataImage, now_ms: int) -> ControllerResult[int | None]:

@@ -26,6 +26,9 @@ from klog.metadata.image import MetadataImage
 from klog.metadata.records import MetadataRecord, encode_batch
 from klog.protocol.errors import ErrorCode
 
+#: how often a decision whose caller stopped waiting checks that this node still decides while its records commit
+SETTLE_CHECK_S = 0.1
+
 __all__ = ["HOLD_TRANSACTION_ENV", "Decision", "MetadataWriter", "QuorumWriter", "RaftAppends", "RaftMember", "RaftQuorumWriter",
            "not_controller_error"]
 
@@ -245,29 +248,58 @@ class MetadataWriter:
             result = operation(self.quorum.image)
             refusal = self.quorum.not_controller()
             if refusal is not None:   # as a Kafka controller that is not active: validate_only and invalid items too
+                if result.records and on_uncommitted is not None:
+                    on_uncommitted(f"records not committed: {refusal.message}")
                 return Decision(result.response, refusal, True)
-            if result.records:
-                try:
-                    if timeout_s is None:
-                        await self.quorum.commit(result.records)
-                    else:
-                        await asyncio.wait_for(self.quorum.commit(result.records), timeout_s)
-                except TopicError as exc:
-                    if on_uncommitted is not None:
-                        on_uncommitted(f"records not committed: {exc.message}")
-                    return Decision(result.response, exc, False)
-                except asyncio.TimeoutError:
-                    if on_uncommitted is not None:
-                        on_uncommitted(f"records not committed within {timeout_s:g} s")
-                    return Decision(result.response, TopicError(
-                        ErrorCode.REQUEST_TIMED_OUT, f"The metadata change was not committed within {timeout_s:g} s"),
-                        False)
-                except asyncio.CancelledError:
-                    if on_uncommitted is not None:
-                        on_uncommitted("the wait for the records' commit was cancelled")
-                    raise
-                except Exception as exc:   # a controller bug (a record that does not replay): nothing proposed
-                    if on_uncommitted is not None:
-                        on_uncommitted(f"records not committed: {exc!r}")
-                    raise
-            return Decision(result.response, None, False)
+            if not result.records:
+                return Decision(result.response, None, False)
+            # The commit runs on its own task: a caller that stops waiting (its client gone, its timeout over)
+            # leaves the records proposed, and the lock is held until they are committed or lost (or this node
+            # stops deciding). Released earlier, the next decision would be made on an image without them: a
+            # second RemoveTopicRecord of the same topic, which every member then fails to replay, for ever.
+            commit = asyncio.ensure_future(self.quorum.commit(result.records))
+            cancelled = False
+            try:
+                await asyncio.wait_for(asyncio.shield(commit), timeout_s)
+            except asyncio.CancelledError:
+                cancelled = True
+            except Exception:  # noqa: BLE001 - timed out, or the commit's own error: read from the task below
+                pass
+            if not commit.done():
+                cancelled |= await self._until_settled(commit)
+            error: BaseException | None
+            if not commit.done():   # this node stopped deciding: their outcome is the log's
+                error = self.quorum.not_controller() or TopicError(ErrorCode.NOT_CONTROLLER, "not the controller")
+            elif commit.cancelled():
+                error = TopicError(ErrorCode.REQUEST_TIMED_OUT, "The metadata change's commit was cancelled")
+            else:
+                error = commit.exception()
+            if error is None:
+                if cancelled:
+                    raise asyncio.CancelledError()   # committed; nobody waits for the answer
+                return Decision(result.response, None, False)
+            if on_uncommitted is not None:
+                on_uncommitted("the wait for the records' commit was cancelled" if cancelled
+                               else f"records not committed: {getattr(error, 'message', repr(error))}")
+            if not isinstance(error, TopicError):
+                raise error   # a controller bug (a record that does not replay): nothing was proposed
+            if cancelled:
+                raise asyncio.CancelledError()
+            if timeout_s is not None and error.code == ErrorCode.NOT_CONTROLLER and not commit.done():
+                error = TopicError(ErrorCode.REQUEST_TIMED_OUT,
+                                   f"The metadata change was not committed within {timeout_s:g} s")
+            return Decision(result.response, error, False)
+
+    async def _until_settled(self, commit: asyncio.Future[None]) -> bool:
+        """Wait, holding the decision lock, until ``commit`` ends or this node no longer decides (a node that leads
+        again first applies every entry of earlier terms, these among them); whether this task was cancelled
+        meanwhile (it is let go only after: the lock must not be released with the records in flight)."""
+        cancelled = False
+        while not commit.done() and self.quorum.not_controller() is None:
+            try:
+                await asyncio.wait({commit}, timeout=SETTLE_CHECK_S)
+            except asyncio.CancelledError:
+                cancelled = True
+        if not commit.done():   # left to end on its own: its outcome is the log's
+            commit.add_done_callback(lambda f: f.cancelled() or f.exception())
+        return cancelled
