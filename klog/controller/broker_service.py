@@ -123,8 +123,10 @@ class BrokerLifecycleService:
     # ---- activation -------------------------------------------------------------------------------------
 
     def _on_committed(self, index: int, term: int, kind: str, data: bytes, base: int, nxt: int) -> None:
-        raft = self.node.driver.node
-        if kind == "leader_change" and raft is not None and raft.role == "leader" and term == raft.term:
+        # the driver's soft state, not the raft node's getters: those take the node's lock, held through a ready
+        # cycle's fsync, with the GIL held (the event loop would stop for the fsync)
+        driver = self.node.driver
+        if kind == "leader_change" and driver.node is not None and driver.role == "leader" and term == driver.term:
             self.active_term = term
             self.manager.activate(self.node.image, self.clock())
             log.info("controller %d: active in term %d; %d registered broker(s), each heard from now",
@@ -132,16 +134,16 @@ class BrokerLifecycleService:
 
     @property
     def active(self) -> bool:
-        raft = self.node.driver.node
-        return (not self._stopped and self.active_term is not None and raft is not None and raft.role == "leader"
-                and raft.term == self.active_term and self.node.applier.bootstrapped)
+        driver = self.node.driver   # (its soft state: see _on_committed)
+        return (not self._stopped and self.active_term is not None and driver.node is not None
+                and driver.role == "leader" and driver.term == self.active_term and self.node.applier.bootstrapped)
 
     def _resign(self, why: str) -> None:
         """A decision changed the sessions and its records were not committed: the sessions no longer match the
         image. Called once the records' fate is known (MetadataWriter.decide holds its lock until then)."""
-        raft = self.node.driver.node
-        if not self._stopped and self.active_term is not None and raft is not None and raft.role == "leader" \
-                and raft.term == self.active_term:
+        driver = self.node.driver
+        if not self._stopped and self.active_term is not None and driver.node is not None and driver.role == "leader" \
+                and driver.term == self.active_term:
             # still the leader of this term: no LeaderChange will activate it again before a new term (a quorum
             # of one voter never has one), and until then every broker would be answered NOT_CONTROLLER. Rebuilt
             # from the image now, as at activation (each broker heard from now).

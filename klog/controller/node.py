@@ -223,8 +223,8 @@ class ControllerNode(AppliedMetadata):
         """Whether this member may decide metadata changes: it leads, applied its own LeaderChange in this term,
         and its image has no metadata transaction open (a previous leader's is aborted first; its own are never
         open between decisions, which each wait for all of theirs)."""
-        raft = self.driver.node
-        return (raft is not None and raft.role == "leader" and self._activated_term == raft.term
+        driver = self.driver   # its soft state: the raft node's getters wait for a ready cycle's fsync
+        return (driver.node is not None and driver.role == "leader" and self._activated_term == driver.term
                 and not self.applier.loader.in_transaction)
 
     def _sync_controller_endpoints(self) -> None:
