@@ -145,6 +145,10 @@ class ProducerStateManager:
         #: each partition's producers (its log holds the same table: ``PartitionLog.producers``)
         self._state: dict[tuple[str, int], _native.ProducerTable] = {}
         self._txns: dict[tuple[str, int], PartitionTxns] = {}
+        #: (topic, partition, producer id) -> the verification its transaction coordinator is asked for (Kafka's
+        #: VerificationGuard): a marker of the producer on the partition ends it, so a batch verified before that
+        #: marker does not open a transaction after it (which no marker would ever close)
+        self._verifying: dict[tuple[str, int, int], object] = {}
         #: called with (topic, partition, first offset) when a producer's transaction starts on a partition (the
         #: broker keeps the log cleaner below it at once)
         self.on_txn_started = on_txn_started
@@ -241,6 +245,22 @@ class ProducerStateManager:
             return NONE
         return VERDICT_CODES[table.check_marker(producer_id, epoch, coordinator_epoch, transaction_version)]
 
+    def start_verification(self, topic: str, partition: int, producer_id: int) -> object:
+        """Before asking the producer's coordinator whether the partition is in its transaction: the token
+        :meth:`verification_holds` checks after the answer (one per partition and producer: concurrent requests
+        share it, as Kafka's guard)."""
+        return self._verifying.setdefault((topic, partition, producer_id), object())
+
+    def verification_holds(self, topic: str, partition: int, producer_id: int, token: object) -> bool:
+        """Whether no marker of the producer landed on the partition since ``token`` was started."""
+        return self._verifying.get((topic, partition, producer_id)) is token
+
+    def end_verification(self, topic: str, partition: int, producer_id: int, token: object) -> None:
+        """The verification ``token`` is over (its batch appended, or refused): forgotten if still current."""
+        key = (topic, partition, producer_id)
+        if self._verifying.get(key) is token:
+            del self._verifying[key]
+
     def in_transaction(self, topic: str, partition: int, producer_id: int, epoch: int) -> bool:
         """Whether the producer has a transaction open on the partition at ``epoch`` (Kafka's
         ``hasOngoingTransaction(producerId, epoch)``: a batch of a later epoch starts a new transaction)."""
@@ -255,6 +275,7 @@ class ProducerStateManager:
                      marker_timestamp: int | None = None) -> CompletedTxn | None:
         """A marker at ``marker_offset`` ended the producer's transaction on this partition (if it had one):
         returns the completed transaction. The producer's epoch moves to the marker's (protocol v2 bumps it)."""
+        self._verifying.pop((topic, partition, producer_id), None)   # a batch verified before it is refused
         # a new epoch restarts the sequences
         self.table(topic, partition).end_transaction(producer_id, epoch, now_ms, coordinator_epoch,
                                                      now_ms if marker_timestamp is None else marker_timestamp)
@@ -360,6 +381,8 @@ class ProducerStateManager:
             self._state.pop(key).clear()
         for key in [k for k in self._txns if k[0] == topic]:
             del self._txns[key]
+        for guard in [k for k in self._verifying if k[0] == topic]:
+            del self._verifying[guard]
 
     def expire(self, now_ms: int) -> int:
         return sum(table.expire(now_ms, self.expiration_ms) for table in self._state.values())

@@ -332,18 +332,32 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
                                                     leaders)
     if unverified:
         first = unverified[0][4]
+        producers = broker.producers
+        guards = {(name, index): producers.start_verification(name, index, first.producer_id)
+                  for _, _, name, index, _ in unverified}
         codes = await broker.transactions.add_or_verify(request.transactional_id or "", first.producer_id,
                                                         first.producer_epoch,
                                                         [(name, index) for _, _, name, index, _ in unverified],
                                                         produce_operation(ctx.api_version))
         for partition_responses, slot, name, index, verdict in unverified:
             code = codes.get((name, index), errors.UNKNOWN_SERVER_ERROR)
+            guard = guards[(name, index)]
+            if not code and not producers.verification_holds(name, index, verdict.producer_id, guard) \
+                    and not producers.in_transaction(name, index, verdict.producer_id, verdict.producer_epoch):
+                # a marker of the producer landed while its coordinator answered (the transaction it verified
+                # ended): appended now, the batch would open a transaction no marker closes (Kafka's
+                # VerificationGuard refuses it so). (Another request's batch of the same verification may have
+                # opened the transaction since, and ended the guard: then it is still open.)
+                code = errors.INVALID_TXN_STATE
             if code:
                 why = _VERIFICATION_MESSAGES.get(code)
+                if code == errors.INVALID_TXN_STATE and not codes.get((name, index)):
+                    why = "Record was not part of an ongoing transaction"
                 partition_responses[slot] = _partition_error(index, code, why)
             else:
                 partition_responses[slot] = _append_checked(broker, ctx, request, name, index, verdict, now_ms,
                                                             waits, leaders, learn_route=True)
+            producers.end_verification(name, index, verdict.producer_id, guard)
     endpoints = leader_endpoints(broker, ctx.listener, leaders) if leaders else None
     if waits:
         return await _await_acks(request.acks, responses, waits, endpoints)

@@ -1,0 +1,88 @@
+"""A transactional batch verified by its coordinator before a marker of its producer landed on the partition is not
+appended after that marker (Kafka's VerificationGuard, KIP-890 part 1).
+
+A leader asks the producer's transaction coordinator whether the partition is in the producer's transaction before
+it appends the producer's first transactional batch there (``transaction.partition.verification.enable``); with the
+coordinator on another broker that is a round trip. Under transaction protocol 1 a client's abort does not bump
+the epoch: if its ABORT marker reaches the partition while the verification's answer is on its way, the batch
+verified for the aborted transaction was appended after the marker and opened a transaction no marker would ever
+close (the partition's last stable offset stuck there: read_committed consumers and the log cleaner stop). Here
+the verification's answer is held back (in process, around the broker's real coordinator) while the client
+aborts; the batch must then be refused with INVALID_TXN_STATE and leave no transaction open."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import klog
+from klog.protocol import ApiKey
+from klog.protocol.error_codes import ErrorCode as E
+from klog.testing.wire import WireClient
+from test_transactions_wire import add, end, init, new_topic, produce_txn
+
+pytestmark = pytest.mark.timeout(120)
+
+# the Python Produce path (the native one verifies a local coordinator's answer in the same turn as its append)
+CONFIG = {"klog.produce.native.enable": False, "klog.network.native.front.enable": False,
+          "transaction.partition.verification.enable": True, "transaction.state.log.num.partitions": 1}
+
+
+def test_a_batch_verified_before_its_producers_abort_marker_landed_is_refused_and_opens_no_transaction():
+    from klog.client.loop_thread import call_in_loop
+    with klog.Broker(config=CONFIG) as broker, WireClient(broker.host, broker.port) as client, \
+            WireClient(broker.host, broker.port) as producer_conn:
+        server = broker._require()
+        topic = new_topic(client)
+        tid = "guarded"
+        initiated: Any = init(client, tid)
+        assert initiated.error_code == E.NONE
+        pid, epoch = initiated.producer_id, initiated.producer_epoch
+        assert add(client, tid, pid, epoch, topic, [0]) == {0: E.NONE}
+
+        transactions = server.state.transactions
+        verified = threading.Event()
+        answer_released = threading.Event()
+        real = transactions.add_or_verify
+
+        async def answer_held_back(*args: Any) -> dict[tuple[str, int], int]:
+            codes = await real(*args)   # the coordinator's real answer, on its way back to the leader
+            verified.set()
+            while not answer_released.is_set():
+                import asyncio
+                await asyncio.sleep(0.01)
+            return codes
+
+        call_in_loop(server.loop, lambda: setattr(transactions, "add_or_verify", answer_held_back), timeout=30)
+        try:
+            produced: list[int] = []
+            sender = threading.Thread(target=lambda: produced.append(
+                produce_txn(producer_conn, tid, topic, pid, epoch, 0, [b"late"])))
+            sender.start()
+            assert verified.wait(30)
+            log_end = broker_log_end(server, topic)
+            assert end(client, tid, pid, epoch, commit=False) == E.NONE   # the client aborts (protocol 1: no bump)
+            deadline = time.monotonic() + 20
+            while broker_log_end(server, topic) == log_end:   # until the ABORT marker is on the partition
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            answer_released.set()
+            sender.join(30)
+            assert produced == [E.INVALID_TXN_STATE]
+        finally:
+            answer_released.set()
+            call_in_loop(server.loop, lambda: transactions.__dict__.pop("add_or_verify", None), timeout=30)
+        open_txns = call_in_loop(server.loop, lambda: server.state.producers.ongoing_txns(topic, 0), timeout=30)
+        assert open_txns == {}
+        # the partition's last stable offset is its end: a read_committed ListOffsets answers it
+        listed = client.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 1, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+        assert listed.topics[0].partitions[0].offset == broker_log_end(server, topic)
+
+
+def broker_log_end(server: Any, topic: str) -> int:
+    from klog.client.loop_thread import call_in_loop
+    return int(call_in_loop(server.loop, lambda: server.state.partitions.get(topic, 0).log_end_offset, timeout=30))
