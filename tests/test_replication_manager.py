@@ -499,6 +499,48 @@ def test_a_follower_elected_mid_truncation_starts_its_epoch_at_the_log_end_the_t
     asyncio.run(run())
 
 
+def test_a_follower_whose_log_ends_before_the_leaders_log_start_restarts_there_and_catches_up(tmp_path: Path
+                                                                                                ) -> None:
+    """Node 2 joins empty (log end 0) after DeleteRecords moved node 1's log start to 3: its fetch at 0 is
+    OFFSET_OUT_OF_RANGE, the leader's offsets make it TRUNCATE_FULLY at 3, and its real fetcher restarts the log
+    there (Kafka's truncateFullyAndStartAt). Before, it cut its log to its own start and then asked to delete
+    records up to 3, past its high watermark (clamped to its log end): refused at every round, never caught up."""
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2, fetchers=True)
+        fetchers = two.replicas.fetchers
+        assert fetchers is not None
+        one.publish(_image(leader=1, leader_epoch=0, isr=[1], replicas=(1,)))
+        for value in (b"a", b"b", b"c", b"d", b"e"):
+            _append(one, value)
+        assert one.log.high_watermark == 5   # one replica: its log end
+        assert one.log.delete_records_before(3) == 3
+        reassigned = _image(leader=1, leader_epoch=0, isr=[1])   # node 2 added
+        one.publish(reassigned)
+        two.publish(reassigned)
+        fp = two.replicas.followed[("t", 0)]
+        assert (fp.log.log_start_offset, fp.log.log_end_offset) == (0, 0)
+        pos = fp.state.next_request(fp.log.log_start_offset, fp.log.log_end_offset, fp.log.epochs, 0)
+        verdict = one.replicas.follower_fetch("t", 0, 2, 12, pos.current_leader_epoch, pos.fetch_offset,
+                                              pos.last_fetched_epoch, pos.log_start_offset)
+        assert verdict.error == int(ErrorCode.OFFSET_OUT_OF_RANGE)
+        action = fp.state.on_leader_offsets(one.log.log_start_offset, one.log.log_end_offset,
+                                            fp.log.log_end_offset, fp.log.epochs)
+        assert action.kind is ActionKind.TRUNCATE_FULLY and action.offset == 3
+        fetcher = ReplicaFetcher(fetchers, 1, 0)
+        fetcher.parts[fp.key] = fp
+        await fetcher._apply(fp, action)
+        assert (two.log.log_start_offset, two.log.log_end_offset, two.log.high_watermark) == (3, 3, 3)
+        assert not fetchers.appending
+        _replicate(one, two)   # the batches from the leader's log start on
+        _replicate(one, two)
+        assert (two.log.log_start_offset, two.log.log_end_offset) == (3, 5)
+        assert two.log.leader_epoch_entries() == [(0, 3)] and fp.log.epochs.entries() == [(0, 3)]
+        assert [b[2] for b in _batches(two)] == [b"d", b"e"]
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
 def test_only_a_leader_with_a_replica_selector_sends_a_consumer_to_the_in_sync_follower_of_its_rack(
         tmp_path: Path) -> None:
     image = _image(1, 0, [1, 2], racks={1: "a", 2: "b"})

@@ -1414,6 +1414,54 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Empty the log and restart it at `offset` (Kafka's `truncateFullyAndStartAt`): a follower
+    /// whose log ends before the leader's log start keeps nothing it holds. Every segment is retired
+    /// (as `truncate_to` retires them), a new empty one starts at `offset`, and the log start, log
+    /// end, recovery point and high watermark all become `offset`; the epoch cache is cleared (the
+    /// leader's epochs come with the batches fetched from `offset` on).
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> StorageResult<()> {
+        if offset < 0 {
+            return Err(StorageError::InvalidArgument(format!("cannot restart {} at negative offset {offset}", self.name())));
+        }
+        let (hw_up, start_moved) = {
+            let mut st = self.lock()?;
+            st.max_timestamp_answer = None;
+            // the cleaner abandons what it planned on the segments retired here
+            st.generation += 1;
+            let now = now_ms();
+            for (_, s) in std::mem::take(&mut st.segments) {
+                Self::retire_segment(&mut st, s, now)?;
+            }
+            let pre = preallocation(st.config.as_ref());
+            st.segments.insert(offset, Box::new(Segment::create(&self.dir(), offset, now, pre)?.with_fd_budget(self.fd_budget.clone())));
+            st.dir_dirty = true;
+            // the bounds move so that the start never passes the end (a lock-free high watermark
+            // setter clamps between them)
+            let old_start = self.log_start_offset();
+            if offset >= self.log_end_offset() {
+                self.log_end_offset.store(offset, Ordering::Release);
+                self.log_start_offset.store(offset, Ordering::Release);
+            } else {
+                self.log_start_offset.store(offset, Ordering::Release);
+                self.log_end_offset.store(offset, Ordering::Release);
+            }
+            let old_hw = self.high_watermark.swap(offset, Ordering::AcqRel);
+            self.recovery_point.store(offset, Ordering::Release);
+            if !st.epochs.is_empty() {
+                st.epochs.clear();
+                self.save_epochs(&mut st);
+            }
+            (offset > old_hw, offset != old_start)
+        };
+        if start_moved {
+            self.run_log_start_hook(); // the log manager checkpoints the new log start
+        }
+        if hw_up {
+            self.call_high_watermark_hook();
+        }
+        Ok(())
+    }
+
     /// Delete old segments by `retention.ms` and `retention.bytes` (and those wholly below
     /// the log start), never beyond the high watermark. Returns how many were deleted.
     pub fn apply_retention(&self, now: i64) -> StorageResult<usize> {
@@ -2043,6 +2091,50 @@ mod tests {
         drop(log);
         let reopened = open(&d.0, LogConfig::default(), true);
         assert_eq!(reopened.leader_epoch_entries().unwrap(), vec![(0, 0), (2, 2)]);
+    }
+
+    #[test]
+    fn truncating_fully_restarts_an_empty_log_at_the_offset_past_its_end() {
+        use std::sync::atomic::AtomicUsize;
+        let d = TempDir::new("plog-truncate-fully");
+        let cfg = LogConfig { segment_bytes: 200, ..LogConfig::default() };
+        let log = open(&d.0, cfg.clone(), true);
+        for _ in 0..5 {
+            log.append(&batch(2, 100), 1, 0).unwrap();
+        }
+        log.set_high_watermark(4);
+        let bases = log.segment_bases().unwrap();
+        assert!(bases.len() > 1);
+        let generation = log.cleaner_view().unwrap().generation;
+        let starts = Arc::new(AtomicUsize::new(0));
+        let seen = starts.clone();
+        log.set_log_start_hook(Some(Arc::new(move || {
+            seen.fetch_add(1, Ordering::SeqCst);
+        })));
+        // the leader's log starts at 100, past this log's end 10: delete_records_before(100) is refused here
+        assert!(log.delete_records_before(100).is_err());
+        log.truncate_fully_and_start_at(100).unwrap();
+        let offsets = |l: &PartitionLog| (l.log_start_offset(), l.log_end_offset(), l.high_watermark(), l.recovery_point());
+        assert_eq!(offsets(&log), (100, 100, 100, 100));
+        assert_eq!(log.segment_bases().unwrap(), vec![100]);
+        assert!(log.leader_epoch_entries().unwrap().is_empty());
+        assert_eq!(starts.load(Ordering::SeqCst), 1);
+        assert!(log.cleaner_view().unwrap().generation > generation);
+        for b in &bases {
+            assert!(!d.0.join(format!("{b:020}.log")).exists());
+        }
+        assert_eq!(read_all(&log, 100), vec![]);
+        assert!(log.read(5, 1 << 20, None, true).is_err()); // below the log start now
+        log.append(&batch(2, 100), 3, 0).unwrap(); // the batches fetched from the leader's log start
+        assert_eq!(read_all(&log, 100), vec![(100, 101)]);
+        assert_eq!(log.leader_epoch_entries().unwrap(), vec![(3, 100)]);
+        assert!(log.truncate_fully_and_start_at(-1).is_err());
+        log.flush().unwrap();
+        drop(log);
+        let reopened = open(&d.0, cfg, false);
+        assert_eq!((reopened.log_start_offset(), reopened.log_end_offset()), (100, 102));
+        assert_eq!(reopened.leader_epoch_entries().unwrap(), vec![(3, 100)]);
+        assert_eq!(read_all(&reopened, 100), vec![(100, 101)]);
     }
 
     #[test]
