@@ -541,6 +541,41 @@ def test_a_follower_whose_log_ends_before_the_leaders_log_start_restarts_there_a
     asyncio.run(run())
 
 
+def test_a_partition_followed_anew_while_an_append_runs_mirrors_the_epochs_that_append_left(tmp_path: Path
+                                                                                            ) -> None:
+    """Node 2 is appending node 1's epoch-1 batch on its fetcher's thread when metadata makes it the leader
+    (deferred: the append is under way) and then a follower again in epoch 3: a new followed partition, whose log
+    view mirrored the epoch cache before the append ended. Without the refresh at the append's end its next fetch
+    named epoch 0 as the last fetched one and the leader told it to cut the epoch-1 batch it holds (then fetch it
+    again)."""
+    async def run() -> None:
+        one, two, release, fetcher, held = _follower_with_a_held_fetcher(tmp_path, [b"a"])
+        for node in (one, two):
+            node.publish(_image(leader=1, leader_epoch=1, isr=[1, 2]))
+        _append(one, b"b")   # epoch 1's batch, at offset 1
+        records = one.partitions.read(one.log, 1, 1 << 20, min_one_batch=True, replica=True).to_bytes()
+        appending = asyncio.create_task(fetcher._append(held, records, 2, 0))
+        await asyncio.sleep(0)
+        two.publish(_image(leader=2, leader_epoch=2, isr=[1, 2]))   # leads once the append ends
+        two.publish(_image(leader=1, leader_epoch=3, isr=[1, 2]))   # follower again: followed anew
+        one.publish(_image(leader=1, leader_epoch=3, isr=[1, 2]))
+        followed = two.replicas.followed[("t", 0)]
+        assert followed is not held and followed.log.epochs.entries() == [(0, 0)]
+        release.set()
+        await appending
+        assert two.log.leader_epoch_entries() == [(0, 0), (1, 1)] and two.log.log_end_offset == 2
+        assert followed.log.epochs.entries() == [(0, 0), (1, 1)]
+        pos = followed.state.next_request(followed.log.log_start_offset, followed.log.log_end_offset,
+                                          followed.log.epochs, 0)
+        assert isinstance(pos, FetchPosition) and pos.last_fetched_epoch == 1, pos
+        verdict = one.replicas.follower_fetch("t", 0, 2, 12, pos.current_leader_epoch, pos.fetch_offset,
+                                              pos.last_fetched_epoch, pos.log_start_offset)
+        assert verdict.error == 0 and verdict.diverging_epoch is None, verdict
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
 def test_only_a_leader_with_a_replica_selector_sends_a_consumer_to_the_in_sync_follower_of_its_rack(
         tmp_path: Path) -> None:
     image = _image(1, 0, [1, 2], racks={1: "a", 2: "b"})

@@ -208,7 +208,14 @@ class ReplicaManager:
         self._publish_hw(key, leader)
 
     def on_follower_append_done(self, key: Key) -> None:
-        """The fetcher's append of ``key`` ended: a leadership that waited for it starts, at the log end now."""
+        """The fetcher's append (or truncation) of ``key`` ended: the followed partition mirrors the epochs it
+        left, and a leadership that waited for it starts, at the log end now."""
+        followed = self.followed.get(key)
+        if followed is not None:
+            # one followed anew meanwhile (a leadership that came and went) mirrored the epochs before the append
+            # ended: with the old mirror its next fetch would name a last fetched epoch the log no longer ends
+            # in, and the leader would have it truncate batches it holds
+            followed.log.refresh_epochs()
         if key not in self._leading_after_append or self.still_appending(key):
             return
         self._leading_after_append.discard(key)
