@@ -142,6 +142,35 @@ def test_the_leader_owns_the_high_watermark_and_acks_all_completes_once_the_isr_
     asyncio.run(run())
 
 
+def test_a_reassignment_to_the_leader_alone_completes_what_waited_for_the_followers(tmp_path: Path) -> None:
+    """An acks=all produce and a DeleteRecords wait for node 2 (stopped, still in the ISR) when a reassignment
+    leaves node 1 the only replica: its high watermark goes to the log end, so the batch is committed and the
+    produce succeeds, as in Kafka, and DeleteRecords has its low watermark (node 1's log start). They were answered
+    NOT_LEADER_OR_FOLLOWER: a producer told so resends a batch the log keeps (a duplicate)."""
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
+        image = _image(leader=1, leader_epoch=0, isr=[1, 2])
+        one.publish(image)
+        two.publish(image)
+        _append(one, b"a")
+        _replicate(one, two)
+        _replicate(one, two)
+        assert one.log.high_watermark == 1
+        code, start, deleted = one.replicas.delete_records("t", 0, 1)
+        assert (code, start) == (0, 1) and deleted is not None and not deleted.done()   # node 2's log start is 0
+        last = _append(one, b"b")
+        ack = one.replicas.wait_for_ack("t", 0, last, timeout_ms=30000)
+        assert ack is not None and not ack.done() and one.log.high_watermark == 1
+        one.publish(_image(leader=1, leader_epoch=1, isr=[1], replicas=(1,)))   # node 2 reassigned away
+        assert one.log.high_watermark == 2
+        assert ack.done() and ack.result() == 0
+        assert deleted.done() and deleted.result() == 1
+        assert one.replicas.leader_error("t", 0) == 0 and one.replicas.check_acks_all("t", 0) == (0, None)
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
 def test_an_acks_all_wait_begun_after_leadership_moved_is_answered_not_leader_never_acknowledged(tmp_path: Path
                                                                                                   ) -> None:
     """A batch appended while this broker still led, whose acks=all wait starts only after metadata moved the

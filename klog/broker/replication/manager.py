@@ -179,10 +179,14 @@ class ReplicaManager:
         if len(reg.replicas) == 1:
             self._replicated.discard(key)
             leader = self.leaders.pop(key, None)
-            if leader is not None:
-                self._complete(leader.resign())
-                self._complete_deletes(key, None)
             self._mirror_high_watermark(key, native, native.log_end_offset, raise_only=True)   # ISR: this broker alone
+            if leader is not None:
+                # (a reassignment shrank it to this broker) what waited for the followers is done: the produces are
+                # committed, and the low watermark DeleteRecords waits for is this log's start
+                self._complete(leader.leave_alone())
+                for _, future in self._delete_waiters.pop(key, []):
+                    if not future.done():
+                        future.set_result(native.log_start_offset)
             return
         self._replicated.add(key)
         leader = self.leaders.get(key)
