@@ -570,6 +570,41 @@ def test_a_follower_whose_log_ends_before_the_leaders_log_start_restarts_there_a
     asyncio.run(run())
 
 
+def test_a_follower_restarted_at_a_leaders_log_start_inside_a_batch_takes_that_batch(tmp_path: Path) -> None:
+    """DeleteRecords moved node 1's log start to 1, inside its first batch (offsets 0-2): node 2, restarted at 1,
+    fetches from 1 and is sent the whole batch. Its empty log restarts at the batch's base (Kafka's follower on an
+    UnexpectedAppendOffsetException), then its log start follows the leader's to 1. Before, the append was refused
+    (offset 0 below the log end 1) at every round: never caught up."""
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2, fetchers=True)
+        fetchers = two.replicas.fetchers
+        assert fetchers is not None
+        one.publish(_image(leader=1, leader_epoch=0, isr=[1], replicas=(1,)))
+        one.replicas.append("t", 0, encode_batch([{"value": b"a"}, {"value": b"b"}, {"value": b"c"}]))
+        assert one.log.delete_records_before(1) == 1
+        reassigned = _image(leader=1, leader_epoch=0, isr=[1])
+        one.publish(reassigned)
+        two.publish(reassigned)
+        fp = two.replicas.followed[("t", 0)]
+        fetcher = ReplicaFetcher(fetchers, 1, 0)
+        fetcher.parts[fp.key] = fp
+        await fetcher._apply(fp, fp.state.on_leader_offsets(1, 3, 0, fp.log.epochs))
+        assert (two.log.log_start_offset, two.log.log_end_offset) == (1, 1)
+        pos = fp.state.next_request(fp.log.log_start_offset, fp.log.log_end_offset, fp.log.epochs, 0)
+        verdict = one.replicas.follower_fetch("t", 0, 2, 12, pos.current_leader_epoch, pos.fetch_offset,
+                                              pos.last_fetched_epoch, pos.log_start_offset)
+        assert verdict.error == 0 and pos.fetch_offset == 1
+        records = one.partitions.read(one.log, 1, 1 << 20, min_one_batch=True, replica=True).to_bytes()
+        await fetcher._append(fp, records, verdict.high_watermark, verdict.log_start_offset)
+        assert (two.log.log_start_offset, two.log.log_end_offset) == (1, 3)
+        _replicate(one, two)   # its next fetch, from 3, is the leader's log end
+        assert two.log.log_end_offset == 3
+        assert _batches(two) == _batches(one) and fp.log.epochs.entries() == [(0, 0)]   # the same whole batch
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
 def test_a_partition_followed_anew_while_an_append_runs_mirrors_the_epochs_that_append_left(tmp_path: Path
                                                                                             ) -> None:
     """Node 2 is appending node 1's epoch-1 batch on its fetcher's thread when metadata makes it the leader
