@@ -142,6 +142,35 @@ def test_the_leader_owns_the_high_watermark_and_acks_all_completes_once_the_isr_
     asyncio.run(run())
 
 
+def test_a_reassignment_to_the_leader_alone_completes_what_waited_for_the_followers(tmp_path: Path) -> None:
+    """An acks=all produce and a DeleteRecords wait for node 2 (stopped, still in the ISR) when a reassignment
+    leaves node 1 the only replica: its high watermark goes to the log end, so the batch is committed and the
+    produce succeeds, as in Kafka, and DeleteRecords has its low watermark (node 1's log start). They were answered
+    NOT_LEADER_OR_FOLLOWER: a producer told so resends a batch the log keeps (a duplicate)."""
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
+        image = _image(leader=1, leader_epoch=0, isr=[1, 2])
+        one.publish(image)
+        two.publish(image)
+        _append(one, b"a")
+        _replicate(one, two)
+        _replicate(one, two)
+        assert one.log.high_watermark == 1
+        code, start, deleted = one.replicas.delete_records("t", 0, 1)
+        assert (code, start) == (0, 1) and deleted is not None and not deleted.done()   # node 2's log start is 0
+        last = _append(one, b"b")
+        ack = one.replicas.wait_for_ack("t", 0, last, timeout_ms=30000)
+        assert ack is not None and not ack.done() and one.log.high_watermark == 1
+        one.publish(_image(leader=1, leader_epoch=1, isr=[1], replicas=(1,)))   # node 2 reassigned away
+        assert one.log.high_watermark == 2
+        assert ack.done() and ack.result() == 0
+        assert deleted.done() and deleted.result() == 1
+        assert one.replicas.leader_error("t", 0) == 0 and one.replicas.check_acks_all("t", 0) == (0, None)
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
 def test_an_acks_all_wait_begun_after_leadership_moved_is_answered_not_leader_never_acknowledged(tmp_path: Path
                                                                                                   ) -> None:
     """A batch appended while this broker still led, whose acks=all wait starts only after metadata moved the
@@ -494,6 +523,118 @@ def test_a_follower_elected_mid_truncation_starts_its_epoch_at_the_log_end_the_t
         verdict = two.replicas.follower_fetch("t", 0, 1, 11, 1, 3, 0, 0)
         assert verdict.diverging_epoch is not None and (verdict.diverging_epoch.epoch,
                                                         verdict.diverging_epoch.end_offset) == (0, 1)
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
+def test_a_follower_whose_log_ends_before_the_leaders_log_start_restarts_there_and_catches_up(tmp_path: Path
+                                                                                                ) -> None:
+    """Node 2 joins empty (log end 0) after DeleteRecords moved node 1's log start to 3: its fetch at 0 is
+    OFFSET_OUT_OF_RANGE, the leader's offsets make it TRUNCATE_FULLY at 3, and its real fetcher restarts the log
+    there (Kafka's truncateFullyAndStartAt). Before, it cut its log to its own start and then asked to delete
+    records up to 3, past its high watermark (clamped to its log end): refused at every round, never caught up."""
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2, fetchers=True)
+        fetchers = two.replicas.fetchers
+        assert fetchers is not None
+        one.publish(_image(leader=1, leader_epoch=0, isr=[1], replicas=(1,)))
+        for value in (b"a", b"b", b"c", b"d", b"e"):
+            _append(one, value)
+        assert one.log.high_watermark == 5   # one replica: its log end
+        assert one.log.delete_records_before(3) == 3
+        reassigned = _image(leader=1, leader_epoch=0, isr=[1])   # node 2 added
+        one.publish(reassigned)
+        two.publish(reassigned)
+        fp = two.replicas.followed[("t", 0)]
+        assert (fp.log.log_start_offset, fp.log.log_end_offset) == (0, 0)
+        pos = fp.state.next_request(fp.log.log_start_offset, fp.log.log_end_offset, fp.log.epochs, 0)
+        verdict = one.replicas.follower_fetch("t", 0, 2, 12, pos.current_leader_epoch, pos.fetch_offset,
+                                              pos.last_fetched_epoch, pos.log_start_offset)
+        assert verdict.error == int(ErrorCode.OFFSET_OUT_OF_RANGE)
+        action = fp.state.on_leader_offsets(one.log.log_start_offset, one.log.log_end_offset,
+                                            fp.log.log_end_offset, fp.log.epochs)
+        assert action.kind is ActionKind.TRUNCATE_FULLY and action.offset == 3
+        fetcher = ReplicaFetcher(fetchers, 1, 0)
+        fetcher.parts[fp.key] = fp
+        await fetcher._apply(fp, action)
+        assert (two.log.log_start_offset, two.log.log_end_offset, two.log.high_watermark) == (3, 3, 3)
+        assert not fetchers.appending
+        _replicate(one, two)   # the batches from the leader's log start on
+        _replicate(one, two)
+        assert (two.log.log_start_offset, two.log.log_end_offset) == (3, 5)
+        assert two.log.leader_epoch_entries() == [(0, 3)] and fp.log.epochs.entries() == [(0, 3)]
+        assert [b[2] for b in _batches(two)] == [b"d", b"e"]
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
+def test_a_follower_restarted_at_a_leaders_log_start_inside_a_batch_takes_that_batch(tmp_path: Path) -> None:
+    """DeleteRecords moved node 1's log start to 1, inside its first batch (offsets 0-2): node 2, restarted at 1,
+    fetches from 1 and is sent the whole batch. Its empty log restarts at the batch's base (Kafka's follower on an
+    UnexpectedAppendOffsetException), then its log start follows the leader's to 1. Before, the append was refused
+    (offset 0 below the log end 1) at every round: never caught up."""
+    async def run() -> None:
+        one, two = Node(tmp_path, 1), Node(tmp_path, 2, fetchers=True)
+        fetchers = two.replicas.fetchers
+        assert fetchers is not None
+        one.publish(_image(leader=1, leader_epoch=0, isr=[1], replicas=(1,)))
+        one.replicas.append("t", 0, encode_batch([{"value": b"a"}, {"value": b"b"}, {"value": b"c"}]))
+        assert one.log.delete_records_before(1) == 1
+        reassigned = _image(leader=1, leader_epoch=0, isr=[1])
+        one.publish(reassigned)
+        two.publish(reassigned)
+        fp = two.replicas.followed[("t", 0)]
+        fetcher = ReplicaFetcher(fetchers, 1, 0)
+        fetcher.parts[fp.key] = fp
+        await fetcher._apply(fp, fp.state.on_leader_offsets(1, 3, 0, fp.log.epochs))
+        assert (two.log.log_start_offset, two.log.log_end_offset) == (1, 1)
+        pos = fp.state.next_request(fp.log.log_start_offset, fp.log.log_end_offset, fp.log.epochs, 0)
+        verdict = one.replicas.follower_fetch("t", 0, 2, 12, pos.current_leader_epoch, pos.fetch_offset,
+                                              pos.last_fetched_epoch, pos.log_start_offset)
+        assert verdict.error == 0 and pos.fetch_offset == 1
+        records = one.partitions.read(one.log, 1, 1 << 20, min_one_batch=True, replica=True).to_bytes()
+        await fetcher._append(fp, records, verdict.high_watermark, verdict.log_start_offset)
+        assert (two.log.log_start_offset, two.log.log_end_offset) == (1, 3)
+        _replicate(one, two)   # its next fetch, from 3, is the leader's log end
+        assert two.log.log_end_offset == 3
+        assert _batches(two) == _batches(one) and fp.log.epochs.entries() == [(0, 0)]   # the same whole batch
+        await _stop(one, two)
+
+    asyncio.run(run())
+
+
+def test_a_partition_followed_anew_while_an_append_runs_mirrors_the_epochs_that_append_left(tmp_path: Path
+                                                                                            ) -> None:
+    """Node 2 is appending node 1's epoch-1 batch on its fetcher's thread when metadata makes it the leader
+    (deferred: the append is under way) and then a follower again in epoch 3: a new followed partition, whose log
+    view mirrored the epoch cache before the append ended. Without the refresh at the append's end its next fetch
+    named epoch 0 as the last fetched one and the leader told it to cut the epoch-1 batch it holds (then fetch it
+    again)."""
+    async def run() -> None:
+        one, two, release, fetcher, held = _follower_with_a_held_fetcher(tmp_path, [b"a"])
+        for node in (one, two):
+            node.publish(_image(leader=1, leader_epoch=1, isr=[1, 2]))
+        _append(one, b"b")   # epoch 1's batch, at offset 1
+        records = one.partitions.read(one.log, 1, 1 << 20, min_one_batch=True, replica=True).to_bytes()
+        appending = asyncio.create_task(fetcher._append(held, records, 2, 0))
+        await asyncio.sleep(0)
+        two.publish(_image(leader=2, leader_epoch=2, isr=[1, 2]))   # leads once the append ends
+        two.publish(_image(leader=1, leader_epoch=3, isr=[1, 2]))   # follower again: followed anew
+        one.publish(_image(leader=1, leader_epoch=3, isr=[1, 2]))
+        followed = two.replicas.followed[("t", 0)]
+        assert followed is not held and followed.log.epochs.entries() == [(0, 0)]
+        release.set()
+        await appending
+        assert two.log.leader_epoch_entries() == [(0, 0), (1, 1)] and two.log.log_end_offset == 2
+        assert followed.log.epochs.entries() == [(0, 0), (1, 1)]
+        pos = followed.state.next_request(followed.log.log_start_offset, followed.log.log_end_offset,
+                                          followed.log.epochs, 0)
+        assert isinstance(pos, FetchPosition) and pos.last_fetched_epoch == 1, pos
+        verdict = one.replicas.follower_fetch("t", 0, 2, 12, pos.current_leader_epoch, pos.fetch_offset,
+                                              pos.last_fetched_epoch, pos.log_start_offset)
+        assert verdict.error == 0 and verdict.diverging_epoch is None, verdict
         await _stop(one, two)
 
     asyncio.run(run())

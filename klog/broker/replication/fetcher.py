@@ -436,11 +436,14 @@ class ReplicaFetcher:
             else:
                 log.info("partition %s-%d: the leader's log starts at %d, past this log's end %d: restarting it "
                          "there", fp.key[0], fp.key[1], action.offset, native.log_end_offset)
-                await asyncio.to_thread(native.truncate_to, native.log_start_offset)
-                if action.offset > native.log_end_offset:
-                    await asyncio.to_thread(native.delete_records_before, action.offset)
+                # Kafka's truncateFullyAndStartAt: nothing this log holds is kept. (Cutting it to its own start and
+                # then deleting records up to the leader's start could not work: no high watermark is past the log
+                # end, and the follower asked again at every round, never catching up.)
+                held_from = native.log_start_offset
+                await asyncio.to_thread(native.truncate_fully_and_start_at, action.offset)
                 fp.log.refresh_epochs()
-                self.owner.on_truncated(fp.key, native.log_end_offset)
+                self.owner.on_truncated(fp.key, held_from)   # the producer state drops all the log held
+                self.owner.replicas.follower_high_watermark(fp)
         finally:
             del self.owner.appending[fp.key]
             self.owner.replicas.on_follower_append_done(fp.key)

@@ -429,6 +429,17 @@ class LeaderPartition:
             self.followers = {r: s for r, s in self.followers.items() if r in self.replicas}
         return True, self._maybe_advance_hw(now_ms)
 
+    def leave_alone(self) -> tuple[ProduceCompletion, ...]:
+        """A reassignment left this broker the partition's only replica, its ISR alone: the high watermark goes to
+        the log end, so every produce waiting for the followers is committed. As Kafka, they succeed (answered
+        NOT_LEADER_OR_FOLLOWER, a producer would resend batches the log keeps: duplicates)."""
+        end = self.log.log_end_offset
+        out = tuple(ProduceCompletion(p.token, int(ErrorCode.NONE if p.required_offset <= end
+                                                   else ErrorCode.NOT_LEADER_OR_FOLLOWER)) for p in self._produces)
+        self._produces = []
+        self._pending_isr = None
+        return out
+
     def resign(self) -> tuple[ProduceCompletion, ...]:
         out = tuple(ProduceCompletion(p.token, int(ErrorCode.NOT_LEADER_OR_FOLLOWER)) for p in self._produces)
         self._produces = []

@@ -179,10 +179,14 @@ class ReplicaManager:
         if len(reg.replicas) == 1:
             self._replicated.discard(key)
             leader = self.leaders.pop(key, None)
-            if leader is not None:
-                self._complete(leader.resign())
-                self._complete_deletes(key, None)
             self._mirror_high_watermark(key, native, native.log_end_offset, raise_only=True)   # ISR: this broker alone
+            if leader is not None:
+                # (a reassignment shrank it to this broker) what waited for the followers is done: the produces are
+                # committed, and the low watermark DeleteRecords waits for is this log's start
+                self._complete(leader.leave_alone())
+                for _, future in self._delete_waiters.pop(key, []):
+                    if not future.done():
+                        future.set_result(native.log_start_offset)
             return
         self._replicated.add(key)
         leader = self.leaders.get(key)
@@ -208,7 +212,14 @@ class ReplicaManager:
         self._publish_hw(key, leader)
 
     def on_follower_append_done(self, key: Key) -> None:
-        """The fetcher's append of ``key`` ended: a leadership that waited for it starts, at the log end now."""
+        """The fetcher's append (or truncation) of ``key`` ended: the followed partition mirrors the epochs it
+        left, and a leadership that waited for it starts, at the log end now."""
+        followed = self.followed.get(key)
+        if followed is not None:
+            # one followed anew meanwhile (a leadership that came and went) mirrored the epochs before the append
+            # ended: with the old mirror its next fetch would name a last fetched epoch the log no longer ends
+            # in, and the leader would have it truncate batches it holds
+            followed.log.refresh_epochs()
         if key not in self._leading_after_append or self.still_appending(key):
             return
         self._leading_after_append.discard(key)

@@ -855,6 +855,13 @@ impl PyPartitionLog {
         run(py, move || log.truncate_to(offset))
     }
 
+    /// Empty the log and restart it at `offset`: log start, log end, recovery point and high
+    /// watermark all `offset`, the epoch cache cleared (Kafka's truncateFullyAndStartAt).
+    fn truncate_fully_and_start_at(&self, py: Python<'_>, offset: i64) -> PyResult<()> {
+        let log = self.log.clone();
+        run(py, move || log.truncate_fully_and_start_at(offset))
+    }
+
     #[pyo3(signature = (now_ms=None))]
     fn apply_retention(&self, py: Python<'_>, now_ms: Option<i64>) -> PyResult<usize> {
         let log = self.log.clone();

@@ -808,6 +808,36 @@ mod tests {
     }
 
     #[test]
+    fn a_log_truncated_fully_reopens_at_its_new_start_from_the_checkpoint() {
+        use crate::batch::records::{BatchWriter, EncodeOptions};
+        let tmp = super::super::test_dir::TempDir::new("truncate-fully-reopen");
+        let dir = tmp.0.join("a");
+        let batch = || {
+            let mut w = BatchWriter::new(EncodeOptions::default());
+            w.append::<&[u8], &[u8]>(0, None, Some(b"v"), &[]).unwrap();
+            w.finish().unwrap()
+        };
+        let mgr = LogManager::open(std::slice::from_ref(&dir), LogConfig::default()).unwrap();
+        let log = mgr.create("t", 0, None).unwrap();
+        for _ in 0..3 {
+            log.append(&batch(), 0, 0).unwrap();
+        }
+        log.truncate_fully_and_start_at(50).unwrap();
+        // the log start hook wrote the checkpoint at once, not only at a clean stop
+        let starts = read_offsets(&dir.join(LOG_START_OFFSET_CHECKPOINT)).unwrap();
+        assert_eq!(starts.get(&("t".to_owned(), 0)), Some(&50));
+        drop(log);
+        mgr.close().unwrap();
+        let mgr = LogManager::open(std::slice::from_ref(&dir), LogConfig::default()).unwrap();
+        let log = mgr.get("t", 0).unwrap();
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (50, 50));
+        log.append(&batch(), 0, 0).unwrap();
+        assert_eq!(log.log_end_offset(), 51);
+        drop(log);
+        mgr.close().unwrap();
+    }
+
+    #[test]
     fn create_in_makes_the_log_in_the_named_dir_and_keeps_an_existing_one_where_it_is() {
         let tmp = super::super::test_dir::TempDir::new("create-in");
         let (a, b) = (tmp.0.join("a"), tmp.0.join("b"));

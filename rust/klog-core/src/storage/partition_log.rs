@@ -937,13 +937,21 @@ impl PartitionLog {
     }
 
     /// Append batches that already carry offsets (a follower copying the leader). Offsets
-    /// must start at or after the log end and increase.
+    /// must start at or after the log end and increase, but for an empty log whose end falls
+    /// inside the first batch: it restarts at that batch's base (the leader's DeleteRecords moved
+    /// its log start into the batch, and the follower fetches from there), as Kafka's follower
+    /// does on an UnexpectedAppendOffsetException.
     pub fn append_as_follower(&self, records: &[u8]) -> StorageResult<AppendInfo> {
         let cfg = self.config()?;
         let now = LazyNow::new(None);
         let batches = prepare_batches(records, TimestampType::CreateTime, &now, i64::MAX)?;
         let mut st = self.lock()?;
-        let mut expect = self.log_end_offset();
+        let leo = self.log_end_offset();
+        let restart_at = batches
+            .first()
+            .filter(|b| leo == self.log_start_offset() && b.base_offset < leo && b.last_offset >= leo)
+            .map(|b| b.base_offset);
+        let mut expect = restart_at.unwrap_or(leo);
         for b in batches.iter() {
             if b.base_offset < expect {
                 return Err(StorageError::InvalidArgument(format!(
@@ -954,6 +962,10 @@ impl PartitionLog {
             }
             expect = b.last_offset + 1;
         }
+        let restarted = match restart_at {
+            Some(base) => self.restart_at_locked(&mut st, base)?.1,
+            None => false,
+        };
         let first = batches[0].base_offset;
         if first > self.log_end_offset() {
             // A gap (e.g. the leader's log starts later): begin a new segment at it.
@@ -970,6 +982,10 @@ impl PartitionLog {
         }
         if changed {
             self.save_epochs(&mut st);
+        }
+        drop(st);
+        if restarted {
+            self.run_log_start_hook();
         }
         Ok(info)
     }
@@ -1412,6 +1428,60 @@ impl PartitionLog {
             self.save_epochs(&mut st);
         }
         Ok(())
+    }
+
+    /// Empty the log and restart it at `offset` (Kafka's `truncateFullyAndStartAt`): a follower
+    /// whose log ends before the leader's log start keeps nothing it holds. Every segment is retired
+    /// (as `truncate_to` retires them), a new empty one starts at `offset`, and the log start, log
+    /// end, recovery point and high watermark all become `offset`; the epoch cache is cleared (the
+    /// leader's epochs come with the batches fetched from `offset` on).
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> StorageResult<()> {
+        if offset < 0 {
+            return Err(StorageError::InvalidArgument(format!("cannot restart {} at negative offset {offset}", self.name())));
+        }
+        let (hw_up, start_moved) = {
+            let mut st = self.lock()?;
+            self.restart_at_locked(&mut st, offset)?
+        };
+        if start_moved {
+            self.run_log_start_hook(); // the log manager checkpoints the new log start
+        }
+        if hw_up {
+            self.call_high_watermark_hook();
+        }
+        Ok(())
+    }
+
+    /// `truncate_fully_and_start_at` under the log's lock: (the high watermark moved up, the log
+    /// start moved); the caller runs the hooks once the lock is released.
+    fn restart_at_locked(&self, st: &mut LogState, offset: i64) -> StorageResult<(bool, bool)> {
+        st.max_timestamp_answer = None;
+        // the cleaner abandons what it planned on the segments retired here
+        st.generation += 1;
+        let now = now_ms();
+        for (_, s) in std::mem::take(&mut st.segments) {
+            Self::retire_segment(st, s, now)?;
+        }
+        let pre = preallocation(st.config.as_ref());
+        st.segments.insert(offset, Box::new(Segment::create(&self.dir(), offset, now, pre)?.with_fd_budget(self.fd_budget.clone())));
+        st.dir_dirty = true;
+        // the bounds move so that the start never passes the end (a lock-free high watermark
+        // setter clamps between them)
+        let old_start = self.log_start_offset();
+        if offset >= self.log_end_offset() {
+            self.log_end_offset.store(offset, Ordering::Release);
+            self.log_start_offset.store(offset, Ordering::Release);
+        } else {
+            self.log_start_offset.store(offset, Ordering::Release);
+            self.log_end_offset.store(offset, Ordering::Release);
+        }
+        let old_hw = self.high_watermark.swap(offset, Ordering::AcqRel);
+        self.recovery_point.store(offset, Ordering::Release);
+        if !st.epochs.is_empty() {
+            st.epochs.clear();
+            self.save_epochs(st);
+        }
+        Ok((offset > old_hw, offset != old_start))
     }
 
     /// Delete old segments by `retention.ms` and `retention.bytes` (and those wholly below
@@ -2043,6 +2113,81 @@ mod tests {
         drop(log);
         let reopened = open(&d.0, LogConfig::default(), true);
         assert_eq!(reopened.leader_epoch_entries().unwrap(), vec![(0, 0), (2, 2)]);
+    }
+
+    #[test]
+    fn truncating_fully_restarts_an_empty_log_at_the_offset_past_its_end() {
+        use std::sync::atomic::AtomicUsize;
+        let d = TempDir::new("plog-truncate-fully");
+        let cfg = LogConfig { segment_bytes: 200, ..LogConfig::default() };
+        let log = open(&d.0, cfg.clone(), true);
+        for _ in 0..5 {
+            log.append(&batch(2, 100), 1, 0).unwrap();
+        }
+        log.set_high_watermark(4);
+        let bases = log.segment_bases().unwrap();
+        assert!(bases.len() > 1);
+        let generation = log.cleaner_view().unwrap().generation;
+        let starts = Arc::new(AtomicUsize::new(0));
+        let seen = starts.clone();
+        log.set_log_start_hook(Some(Arc::new(move || {
+            seen.fetch_add(1, Ordering::SeqCst);
+        })));
+        // the leader's log starts at 100, past this log's end 10: delete_records_before(100) is refused here
+        assert!(log.delete_records_before(100).is_err());
+        log.truncate_fully_and_start_at(100).unwrap();
+        let offsets = |l: &PartitionLog| (l.log_start_offset(), l.log_end_offset(), l.high_watermark(), l.recovery_point());
+        assert_eq!(offsets(&log), (100, 100, 100, 100));
+        assert_eq!(log.segment_bases().unwrap(), vec![100]);
+        assert!(log.leader_epoch_entries().unwrap().is_empty());
+        assert_eq!(starts.load(Ordering::SeqCst), 1);
+        assert!(log.cleaner_view().unwrap().generation > generation);
+        for b in &bases {
+            assert!(!d.0.join(format!("{b:020}.log")).exists());
+        }
+        assert_eq!(read_all(&log, 100), vec![]);
+        assert!(log.read(5, 1 << 20, None, true).is_err()); // below the log start now
+        log.append(&batch(2, 100), 3, 0).unwrap(); // the batches fetched from the leader's log start
+        assert_eq!(read_all(&log, 100), vec![(100, 101)]);
+        assert_eq!(log.leader_epoch_entries().unwrap(), vec![(3, 100)]);
+        assert!(log.truncate_fully_and_start_at(-1).is_err());
+        log.flush().unwrap();
+        drop(log);
+        let reopened = open(&d.0, cfg, false);
+        assert_eq!((reopened.log_start_offset(), reopened.log_end_offset()), (100, 102));
+        assert_eq!(reopened.leader_epoch_entries().unwrap(), vec![(3, 100)]);
+        assert_eq!(read_all(&reopened, 100), vec![(100, 101)]);
+    }
+
+    #[test]
+    fn an_empty_follower_log_whose_end_falls_inside_the_first_batch_restarts_at_its_base() {
+        use std::sync::atomic::AtomicUsize;
+        let d = TempDir::new("plog-restart-in-batch");
+        let leader = open(&d.0.join("leader"), LogConfig::default(), true);
+        leader.append(&batch(3, 100), 2, 0).unwrap(); // offsets 0..=2
+        leader.append(&batch(2, 100), 2, 0).unwrap(); // 3..=4
+        let read = leader.read(0, 1 << 20, None, true).unwrap();
+        let range = read.range.unwrap();
+        let mut bytes = vec![0u8; range.length as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&*range.file, &mut bytes, range.position).unwrap();
+        // the leader's log start is 1 (DeleteRecords inside its first batch): the follower restarted there
+        let follower = open(&d.0.join("follower"), LogConfig::default(), true);
+        follower.truncate_fully_and_start_at(1).unwrap();
+        let starts = Arc::new(AtomicUsize::new(0));
+        let seen = starts.clone();
+        follower.set_log_start_hook(Some(Arc::new(move || {
+            seen.fetch_add(1, Ordering::SeqCst);
+        })));
+        follower.append_as_follower(&bytes).unwrap();
+        assert_eq!((follower.log_start_offset(), follower.log_end_offset()), (0, 5));
+        assert_eq!(read_all(&follower, 0), vec![(0, 2), (3, 4)]);
+        assert_eq!(follower.leader_epoch_entries().unwrap(), vec![(2, 0)]);
+        assert_eq!(starts.load(Ordering::SeqCst), 1);
+        // a log holding batches is never restarted: an older batch is refused
+        let holding = open(&d.0.join("holding"), LogConfig::default(), true);
+        holding.append(&batch(2, 100), 2, 0).unwrap();
+        assert!(holding.append_as_follower(&bytes).is_err());
+        assert_eq!((holding.log_start_offset(), holding.log_end_offset()), (0, 2));
     }
 
     #[test]
