@@ -171,6 +171,24 @@ def test_a_reassignment_to_the_leader_alone_completes_what_waited_for_the_follow
     asyncio.run(run())
 
 
+def test_a_reassignment_adding_a_replica_to_a_one_replica_partition_keeps_its_high_watermark(tmp_path: Path) -> None:
+    """A one-replica partition's high watermark is its log end (the ISR is its leader alone). A reassignment adding a
+    replica keeps it there, as Kafka's: the new replica joins the ISR only once caught up. It was set back to the log
+    start (the rule for a replicated partition first seen since the broker started, whose high watermark is not
+    known): consumers saw it move back until the new replica caught up."""
+    async def run() -> None:
+        one = Node(tmp_path, 1)
+        one.publish(_image(leader=1, leader_epoch=0, isr=[1], replicas=(1,)))
+        _append(one, b"a")
+        _append(one, b"b")
+        assert one.log.high_watermark == 2
+        one.publish(_image(leader=1, leader_epoch=1, isr=[1], replicas=(1, 2)))   # node 2 being added
+        assert one.log.high_watermark == 2
+        await _stop(one)
+
+    asyncio.run(run())
+
+
 def test_an_acks_all_wait_begun_after_leadership_moved_is_answered_not_leader_never_acknowledged(tmp_path: Path
                                                                                                   ) -> None:
     """A batch appended while this broker still led, whose acks=all wait starts only after metadata moved the

@@ -180,6 +180,9 @@ class ReplicaManager:
             self._replicated.discard(key)
             leader = self.leaders.pop(key, None)
             self._mirror_high_watermark(key, native, native.log_end_offset, raise_only=True)   # ISR: this broker alone
+            # known from now on: replicas added later join the ISR once caught up, so the high watermark stays
+            # (not the restart rule of on_image for a replicated partition first seen, which would move it back)
+            self._hw_known.add(key)
             if leader is not None:
                 # (a reassignment shrank it to this broker) what waited for the followers is done: the produces are
                 # committed, and the low watermark DeleteRecords waits for is this log's start
