@@ -7,16 +7,43 @@ member's snapshots of its applied metadata image."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import subprocess
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from klog.controller.applier import BOOTSTRAP_METADATA_VERSION
 from klog.testing.controller_quorum import ControllerQuorum
 from klog.testing.process import broker_command
+
+
+@contextlib.asynccontextmanager
+async def combined_node(config: Any, **lifecycle: Any) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """A combined node in this process, started: (its controller, its broker lifecycle service, its broker server).
+    The caller stops the server; the lifecycle service and the controller stop on leaving."""
+    from klog.broker.__main__ import controller_listener, controller_node
+    from klog.broker.server import BrokerServer
+    from klog.controller.broker_service import BrokerLifecycleService
+
+    controller = controller_node(config)
+    brokers = BrokerLifecycleService(controller, **lifecycle)   # registration, unfencing
+    listener = controller_listener(config, controller, brokers)
+    server = BrokerServer(config, controller, controller_listener=listener)
+    await controller.start()
+    await brokers.start()
+    try:
+        await asyncio.wait_for(controller.wait_cluster_id(), 30)
+        await asyncio.wait_for(server.start(), 30)
+        yield controller, brokers, server
+    finally:
+        await brokers.stop()
+        await controller.stop()
 
 #: The active controller appends a NoOpRecord every 200 ms in these tests (metadata.max.idle.interval.ms):
 #: the records proposed on the leader that every member must commit and apply.
@@ -253,12 +280,9 @@ def test_records_committed_after_the_broker_role_stopped_reach_only_the_controll
     # A combined node stops its broker role before its controller role; the quorum may commit more records in
     # between (another broker's CreateTopics). They must not open logs in the closed broker (CI once saw the
     # node exit 1 with "log manager is closed" on SIGTERM).
-    import asyncio
     import uuid
 
-    from klog.broker.__main__ import controller_listener, controller_node, load_config
-    from klog.broker.server import BrokerServer
-    from klog.controller.broker_service import BrokerLifecycleService
+    from klog.broker.__main__ import load_config
     from klog.controller.result import ControllerResult
     from klog.controller.topics import partition_records
     from klog.metadata.records import record
@@ -272,15 +296,7 @@ def test_records_committed_after_the_broker_role_stopped_reach_only_the_controll
         f"log.dirs={tmp_path / 'data'}"])
 
     async def scenario() -> None:
-        controller = controller_node(config)
-        brokers = BrokerLifecycleService(controller)   # registration, unfencing
-        listener = controller_listener(config, controller, brokers)
-        server = BrokerServer(config, controller, controller_listener=listener)
-        await controller.start()
-        await brokers.start()
-        try:
-            await asyncio.wait_for(controller.wait_cluster_id(), 30)
-            await asyncio.wait_for(server.start(), 30)
+        async with combined_node(config) as (controller, brokers, server):
             # one write path per node: the broker role's ControllerApis and the lifecycle service share its lock
             assert server.state.controller_apis.writer.decisions is controller.decisions
             assert brokers.writer.decisions is controller.decisions
@@ -292,9 +308,6 @@ def test_records_committed_after_the_broker_role_stopped_reach_only_the_controll
             assert controller.image.topic("after-stop") is not None
             assert not controller.failed.done(), controller.failed.result()
             assert not (tmp_path / "data" / "after-stop-0").exists()
-        finally:
-            await brokers.stop()
-            await controller.stop()
 
     asyncio.run(scenario())
 
@@ -304,13 +317,10 @@ def test_a_heartbeat_waiting_behind_a_long_decision_keeps_its_broker_from_being_
     lock (a large CreateTopics making its partitions' files), the session expiry queues on the lock before the
     heartbeats that arrive after it, and ran first on contact times older than the wait: it fenced brokers that kept
     heartbeating (Kafka: KAFKA-17793, its heartbeat tracker is updated on the request thread)."""
-    import asyncio
     import logging
     from types import SimpleNamespace
 
-    from klog.broker.__main__ import controller_listener, controller_node, load_config
-    from klog.broker.server import BrokerServer
-    from klog.controller.broker_service import BrokerLifecycleService
+    from klog.broker.__main__ import load_config
     from klog.testing.kafka import free_port
 
     controller_port = free_port()
@@ -333,15 +343,8 @@ def test_a_heartbeat_waiting_behind_a_long_decision_keeps_its_broker_from_being_
     fencing_log.addHandler(handler)
 
     async def scenario() -> None:
-        controller = controller_node(config)
-        brokers = BrokerLifecycleService(controller, session_timeout_ms=config["broker.session.timeout.ms"])
-        listener = controller_listener(config, controller, brokers)
-        server = BrokerServer(config, controller, controller_listener=listener)
-        await controller.start()
-        await brokers.start()
-        try:
-            await asyncio.wait_for(controller.wait_cluster_id(), 30)
-            await asyncio.wait_for(server.start(), 30)
+        async with combined_node(config, session_timeout_ms=config["broker.session.timeout.ms"]) as (
+                controller, brokers, server):
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 30
             while not (1 in controller.image.brokers and not controller.image.brokers[1].fenced):
@@ -350,20 +353,19 @@ def test_a_heartbeat_waiting_behind_a_long_decision_keeps_its_broker_from_being_
             epoch = controller.image.brokers[1].epoch
             heartbeat = SimpleNamespace(broker_id=1, broker_epoch=epoch, current_metadata_offset=1 << 40,
                                         want_fence=False, want_shut_down=False, offline_log_dirs=[])
-            async with controller.decisions:   # a decision taking 3 s, longer than the 2 s session
-                await asyncio.sleep(2.5)
-                # a heartbeat arrives half a second before the lock frees (the session expiry waits on it already)
-                late = asyncio.ensure_future(brokers.handle(63, heartbeat))
+            try:
+                async with controller.decisions:   # a decision taking 3 s, longer than the 2 s session
+                    await asyncio.sleep(2.5)
+                    # a heartbeat arrives half a second before the lock frees (the session expiry waits on it)
+                    late = asyncio.ensure_future(brokers.handle(63, heartbeat))
+                    await asyncio.sleep(0.5)
+                answer = await asyncio.wait_for(late, 30)
+                assert answer["error_code"] == 0
                 await asyncio.sleep(0.5)
-            answer = await asyncio.wait_for(late, 30)
-            assert answer["error_code"] == 0
-            await asyncio.sleep(0.5)
-            assert not controller.image.brokers[1].fenced
-            assert fenced == []
-            await server.stop()
-        finally:
-            await brokers.stop()
-            await controller.stop()
+                assert not controller.image.brokers[1].fenced
+                assert fenced == []
+            finally:
+                await server.stop()
 
     try:
         asyncio.run(scenario())

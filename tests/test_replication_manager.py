@@ -142,20 +142,28 @@ def test_the_leader_owns_the_high_watermark_and_acks_all_completes_once_the_isr_
     asyncio.run(run())
 
 
+def _one_record_replicated(tmp_path: Path, leader: int) -> tuple[Node, Node]:
+    """Nodes 1 and 2 in epoch 0 of ``t``-0 led by ``leader``, one record appended there and replicated (high
+    watermark 1)."""
+    one, two = Node(tmp_path, 1), Node(tmp_path, 2)
+    image = _image(leader=leader, leader_epoch=0, isr=[1, 2])
+    one.publish(image)
+    two.publish(image)
+    led, following = (one, two) if leader == 1 else (two, one)
+    _append(led, b"a")
+    _replicate(led, following)
+    _replicate(led, following)
+    assert led.log.high_watermark == 1
+    return one, two
+
+
 def test_a_reassignment_to_the_leader_alone_completes_what_waited_for_the_followers(tmp_path: Path) -> None:
     """An acks=all produce and a DeleteRecords wait for node 2 (stopped, still in the ISR) when a reassignment
     leaves node 1 the only replica: its high watermark goes to the log end, so the batch is committed and the
     produce succeeds, as in Kafka, and DeleteRecords has its low watermark (node 1's log start). They were answered
     NOT_LEADER_OR_FOLLOWER: a producer told so resends a batch the log keeps (a duplicate)."""
     async def run() -> None:
-        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
-        image = _image(leader=1, leader_epoch=0, isr=[1, 2])
-        one.publish(image)
-        two.publish(image)
-        _append(one, b"a")
-        _replicate(one, two)
-        _replicate(one, two)
-        assert one.log.high_watermark == 1
+        one, two = _one_record_replicated(tmp_path, leader=1)
         code, start, deleted = one.replicas.delete_records("t", 0, 1)
         assert (code, start) == (0, 1) and deleted is not None and not deleted.done()   # node 2's log start is 0
         last = _append(one, b"b")
@@ -228,14 +236,7 @@ def test_a_broker_that_lost_the_leadership_refuses_an_append_that_would_diverge_
     (last epoch 1, from its log end) found no divergence, and the two replicas disagreed below the high watermark
     for good (the transactional fault run's replica_divergence at offsets 378-379)."""
     async def run() -> None:
-        one, two = Node(tmp_path, 1), Node(tmp_path, 2)
-        first = _image(leader=2, leader_epoch=0, isr=[1, 2])
-        one.publish(first)
-        two.publish(first)
-        _append(two, b"a")
-        _replicate(two, one)
-        _replicate(two, one)
-        assert two.log.high_watermark == 1
+        one, two = _one_record_replicated(tmp_path, leader=2)
         moved = _image(leader=1, leader_epoch=1, isr=[1, 2])
         one.publish(moved)
         two.publish(moved)
