@@ -196,4 +196,139 @@ async def test_transactional_offsets_are_pending_while_their_write_waits_for_the
     await coord.stop()
 
 
+def _commit_to(client: Client, partition: int, offset: int) -> Any:
+    return client.call(COMMIT, 8, group_id="g", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                       topics=[dict(name="t", partitions=[dict(partition_index=partition, committed_offset=offset,
+                                                               committed_leader_epoch=-1, committed_metadata="")])])
+
+
+def _recording(ctx: ReplicatedContext) -> list[bytes]:
+    """The record batches ``ctx`` appends from now on, in log order."""
+    batches: list[bytes] = []
+    append = ctx.append
+
+    def recorded(topic: str, partition: int, records: bytes, **kw: Any) -> Any:
+        batches.append(bytes(records))
+        return append(topic, partition, records, **kw)
+
+    ctx.append = recorded   # type: ignore[method-assign]
+    return batches
+
+
+def _written_after(batches: list[bytes], first: int, partition: int) -> bool:
+    """A record keyed by group g's offset of t-``partition`` (a commit or its tombstone) in a batch past
+    ``first``."""
+    from klog.broker.groups import records as R
+
+    key = R.offset_commit_tombstone("g", "t", partition)[0]
+    return any(key in batch for batch in batches[first + 1:])
+
+
+async def test_a_group_deleted_while_a_commit_waits_for_the_isr_does_not_come_back_with_the_offset() -> None:
+    """DeleteGroups runs while an OffsetCommit waits for the ISR: its tombstones come after the commit in the log,
+    so the commit's offset is not applied when its write ends (it was, into the deleted group's offsets: the
+    group came back with it and a consumer's position moved past the deletion on this coordinator only)."""
+    coord, ctx, client = await _coordinator()
+    ctx.auto = 0
+    assert (await _commit(client, 5)).topics[0].partitions[0].error_code == 0
+    ctx.auto = None
+    commit = asyncio.ensure_future(_commit(client, 42))
+    await _until_waiting(ctx)
+    ctx.auto = 0
+    assert (await client.call(42, 2, groups_names=["g"])).results[0].error_code == 0
+    ctx.settle(0)
+    assert (await commit).topics[0].partitions[0].error_code == 0   # durable, then deleted
+    assert "g" not in coord.groups and coord.offsets.group_offsets("g") == {}
+    assert await _committed(client) == -1
+    assert (await _commit_to(client, 1, 7)).topics[0].partitions[0].error_code == 0   # a new "simple" group
+    assert await _committed(client) == -1
+    await coord.stop()
+
+
+async def test_deleting_a_group_tombstones_the_partition_a_commit_in_flight_wrote() -> None:
+    """The group has an offset of t-1 and a commit of t-0 waits for the ISR when DeleteGroups runs: a tombstone of
+    t-0 follows the commit in the log (there was none: a failover loaded the deleted group again with the offset)
+    and the offset is not applied (it was, into the forgotten group's offsets, without a group)."""
+    coord, ctx, client = await _coordinator()
+    ctx.auto = 0
+    assert (await _commit_to(client, 1, 5)).topics[0].partitions[0].error_code == 0
+    ctx.auto = None
+    batches = _recording(ctx)
+    commit = asyncio.ensure_future(_commit(client, 42))
+    await _until_waiting(ctx)
+    ctx.auto = 0
+    assert (await client.call(42, 2, groups_names=["g"])).results[0].error_code == 0
+    ctx.settle(0)
+    assert (await commit).topics[0].partitions[0].error_code == 0
+    assert _written_after(batches, 0, 0)
+    assert "g" not in coord.groups and coord.offsets.group_offsets("g") == {}
+    await coord.stop()
+
+
+async def test_an_offset_delete_while_a_commit_waits_for_the_isr_leaves_no_offset() -> None:
+    """OffsetDelete of t-0 while a commit of t-0 waits for the ISR: its tombstone is later in the log, so the
+    commit's offset is not applied when its write ends (it was: OffsetFetch answered the deleted offset here and
+    none after a failover)."""
+    coord, ctx, client = await _coordinator()
+    ctx.auto = 0
+    assert (await _commit(client, 5)).topics[0].partitions[0].error_code == 0
+    ctx.auto = None
+    commit = asyncio.ensure_future(_commit(client, 42))
+    await _until_waiting(ctx)
+    ctx.auto = 0
+    deleted = await client.call(47, 0, group_id="g", topics=[dict(name="t", partitions=[dict(partition_index=0)])])
+    assert deleted.error_code == 0 and deleted.topics[0].partitions[0].error_code == 0
+    ctx.settle(0)
+    assert (await commit).topics[0].partitions[0].error_code == 0
+    assert await _committed(client) == -1
+    await coord.stop()
+
+
+async def test_a_topic_deleted_while_a_commit_of_it_waits_for_the_isr_leaves_no_offset() -> None:
+    """The topic of a commit waiting for the ISR is deleted: its partition's offset is tombstoned after the commit
+    (there was no tombstone: the commit was not in memory yet) and not applied when the write ends (it was: the
+    topic created again started at the old topic's offset)."""
+    coord, ctx, client = await _coordinator()
+    batches = _recording(ctx)
+    commit = asyncio.ensure_future(_commit(client, 42))
+    await _until_waiting(ctx)
+    ctx.auto = 0
+    coord.on_topics_deleted({"t"})
+    ctx.settle(0)
+    assert (await commit).topics[0].partitions[0].error_code == 0
+    assert _written_after(batches, 0, 0)
+    assert coord.offsets.group_offsets("g") == {}
+    await coord.stop()
+
+
+async def test_a_commit_whose_write_reached_the_isr_stays_when_a_later_commit_of_the_partition_fails() -> None:
+    """Two commits of t-0 wait for the ISR: the first reaches it, the second does not; OffsetFetch answers the
+    first's offset (the log has it; only a tombstone after it may hide it), and a later commit applied first is
+    not replaced by an earlier one."""
+    coord, ctx, client = await _coordinator()
+    first = asyncio.ensure_future(_commit(client, 10))
+    await _until_waiting(ctx)
+    second = asyncio.ensure_future(_commit(client, 20))
+    await _until_waiting(ctx, 2)
+    (_, first_write), (_, second_write) = ctx.waiting
+    ctx.waiting.clear()
+    first_write.set_result(0)
+    second_write.set_result(E.REQUEST_TIMED_OUT)
+    assert (await first).topics[0].partitions[0].error_code == 0
+    assert (await second).topics[0].partitions[0].error_code == E.COORDINATOR_NOT_AVAILABLE
+    assert await _committed(client) == 10
+    third = asyncio.ensure_future(_commit(client, 30))
+    await _until_waiting(ctx)
+    fourth = asyncio.ensure_future(_commit(client, 40))
+    await _until_waiting(ctx, 2)
+    (_, third_write), (_, fourth_write) = ctx.waiting
+    ctx.waiting.clear()
+    fourth_write.set_result(0)
+    assert (await fourth).topics[0].partitions[0].error_code == 0
+    third_write.set_result(0)
+    assert (await third).topics[0].partitions[0].error_code == 0
+    assert await _committed(client) == 40
+    await coord.stop()
+
+
 run_async_tests(globals())

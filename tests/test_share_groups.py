@@ -428,6 +428,103 @@ def test_read_committed_archives_unreadable_ranges_instead_of_acquiring_them():
     assert sp.records[15].state == ARCHIVED
 
 
+class _HeldStore:
+    """A share-state store whose writes wait until the test answers them (``writes``: (partition, future))."""
+
+    def __init__(self):
+        self.writes = []
+
+    async def persist(self, sp, topic_id, *, leader_epoch, now_ms):
+        import asyncio
+
+        future = asyncio.get_running_loop().create_future()
+        self.writes.append((sp.partition, future))
+        return await future
+
+
+def _held_share_broker(partitions=(0,)):
+    from types import SimpleNamespace
+
+    from klog.broker.share_partitions import SharePartitionManager
+
+    store = _HeldStore()
+    manager = SharePartitionManager({"group.share.record.lock.duration.ms": 30000,
+                                     "group.share.delivery.count.limit": 5,
+                                     "group.share.partition.max.record.locks": 200}, store)
+    broker = SimpleNamespace(share_partitions=manager, partitions=SimpleNamespace(leader_epoch=lambda n, i: 0))
+    topic_id = uuid.uuid4()
+    for p in partitions:
+        sp = manager.get_or_init("g", "t", p, 0)
+        sp.topic_id = topic_id
+        sp.acquire("c1", 0, 9, 10, now_ms=0)
+        sp.acquire("c2", 10, 19, 10, now_ms=0)
+    return broker, store, manager
+
+
+def test_share_acknowledgement_answers_with_the_write_another_request_started_for_it():
+    """C1's acknowledgement is carried by the write C2's ShareFetch started (C2 persisting its session's
+    partitions): C1 answers only when that write ends, with its result (the old _persist cleared the dirty flag
+    before its write, so C1 found nothing to write and answered NONE while the write was pending, and NONE when it
+    failed); the failed write leaves the partition dirty and the next call writes it again."""
+    import asyncio
+
+    from klog.broker.handlers.share import _persist
+
+    async def run():
+        broker, store, manager = _held_share_broker()
+        sp = manager.get("g", "t", 0)
+        sp.acknowledge("c1", 0, 9, [ACCEPT], now_ms=1)                  # C1's ShareAcknowledge applies 0-9
+        c2 = asyncio.ensure_future(_persist(broker, "g", [("t", 0)]))   # C2's ShareFetch ends first
+        for _ in range(3):
+            await asyncio.sleep(0)
+        c1 = asyncio.ensure_future(_persist(broker, "g", [("t", 0)]))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert len(store.writes) == 1 and not c1.done()   # waits for the write carrying its acknowledgement
+        store.writes[0][1].set_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        assert await c1 == await c2 == {("t", 0): ErrorCode.COORDINATOR_NOT_AVAILABLE}
+        assert sp.dirty
+        again = asyncio.ensure_future(_persist(broker, "g", [("t", 0)]))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert len(store.writes) == 2
+        store.writes[1][1].set_result(ErrorCode.NONE)
+        assert await again == {("t", 0): ErrorCode.NONE} and not sp.dirty
+
+    asyncio.run(run())
+
+
+def test_share_acknowledgement_after_a_write_started_waits_for_the_next_write_one_at_a_time():
+    """A change made while a write of the share-partition is in flight is not carried by it: its caller waits for
+    that write to end, then for the next one (never two writes of one share-partition at a time, which could land
+    out of order), and answers that write's result; the first write's caller answers the first write's."""
+    import asyncio
+
+    from klog.broker.handlers.share import _persist
+
+    async def run():
+        broker, store, manager = _held_share_broker()
+        sp = manager.get("g", "t", 0)
+        sp.acknowledge("c1", 0, 9, [ACCEPT], now_ms=1)
+        c1 = asyncio.ensure_future(_persist(broker, "g", [("t", 0)]))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        sp.acknowledge("c2", 10, 19, [ACCEPT], now_ms=2)                # after the first write read the state
+        c2 = asyncio.ensure_future(_persist(broker, "g", [("t", 0)]))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert len(store.writes) == 1                                   # one write at a time
+        store.writes[0][1].set_result(ErrorCode.NONE)
+        assert await c1 == {("t", 0): ErrorCode.NONE}
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not c2.done() and len(store.writes) == 2 and sp.dirty
+        store.writes[1][1].set_result(ErrorCode.REQUEST_TIMED_OUT)
+        assert await c2 == {("t", 0): ErrorCode.REQUEST_TIMED_OUT} and sp.dirty
+
+    asyncio.run(run())
+
+
 def test_share_apis_advertised_as_kafka_4_3(broker):
     """ApiVersions: ShareGroupHeartbeat v1, ShareGroupDescribe v1, ShareFetch and ShareAcknowledge v1-2, the
     share-group state RPCs (Initialize v0, Read v0, Write v0-1, Delete v0, ReadSummary v0-1) and the share offset

@@ -262,3 +262,104 @@ def test_klog_groups_lists_and_describes_a_share_group(broker):
         assert described["total_lag"] == 0 and described["partitions"][0]["current_offset"] >= 1
     finally:
         consumer.close()
+
+
+class _HeldStateStore:
+    """A share coordinator whose InitializeShareGroupState and DeleteShareGroupState wait until the test answers
+    them (``held``: the futures, in order)."""
+
+    def __init__(self):
+        self.held = []
+
+    async def summary(self, group_id, topic_id, partition):
+        return Struct(error_code=0, state_epoch=0)
+
+    async def _held(self):
+        future = asyncio.get_running_loop().create_future()
+        self.held.append(future)
+        return await future
+
+    async def initialize(self, group_id, topic_id, partition, *, state_epoch, start_offset):
+        return await self._held()
+
+    async def delete(self, group_id, topic_id, partition):
+        return await self._held()
+
+
+async def _share_admin_coordinator():
+    from types import SimpleNamespace
+
+    from klog.broker.groups import GroupCoordinator
+    from klog.broker.groups.share import ShareGroup
+
+    from groups_support import Client, FakeClock
+    from test_groups_replicated_writes import ReplicatedContext
+
+    ctx = ReplicatedContext(topics={"t": 2})
+    ctx.auto = 0
+    store = _HeldStateStore()
+    ctx.share_partitions = SimpleNamespace(store=store, drop_group=lambda group_id, topic=None: None)
+    coord = GroupCoordinator(ctx, clock=FakeClock(), persist=True)
+    await coord.start(run_timers=False)
+    group = ShareGroup("sg")
+    coord.groups["sg"] = group
+    return coord, ctx, store, group, Client(coord)
+
+
+async def _until_held(store, count):
+    for _ in range(100):
+        if len(store.held) >= count:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"{count} share state write(s) never started: {store.held}")
+
+
+def _member():
+    from klog.broker.groups.share import ShareMember
+
+    return ShareMember(member_id="m1", subscribed_topic_names=["t"])
+
+
+def test_alter_share_group_offsets_refuses_a_group_a_member_joined_while_its_state_was_written():
+    """AlterShareGroupOffsets checks the group is empty, then writes the share state (awaits): a member joining
+    meanwhile makes it answer NON_EMPTY_GROUP without recording the altered partitions in the group (it recorded
+    them and answered NONE for a group with a member)."""
+    async def run():
+        coord, ctx, store, group, client = await _share_admin_coordinator()
+        alter = asyncio.ensure_future(client.call(91, 0, group_id="sg", topics=[
+            dict(topic_name="t", partitions=[dict(partition_index=0, start_offset=3)])]))
+        await _until_held(store, 1)
+        group.put_member(_member())
+        store.held[0].set_result(0)
+        answer = await alter
+        assert answer.error_code == ErrorCode.NON_EMPTY_GROUP
+        assert group.initialized == {}
+        await coord.stop()
+
+    asyncio.run(asyncio.wait_for(run(), 30))
+
+
+def test_deleting_a_share_group_stops_deleting_its_state_once_a_member_joined():
+    """DeleteGroups of an empty share group deletes each share-partition's state (awaits): a member joining
+    meanwhile stops it (the group keeps the rest of its state and is not deleted; it went on deleting the state
+    of the partitions the new member consumes)."""
+    async def run():
+        coord, ctx, store, group, client = await _share_admin_coordinator()
+        tid = ctx.topic_id("t")
+        group.initialized[tid] = {0, 1}
+        delete = asyncio.ensure_future(client.call(42, 2, groups_names=["sg"]))
+        await _until_held(store, 1)
+        group.put_member(_member())
+        store.held[0].set_result(0)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        started = len(store.held)
+        for future in store.held[1:]:   # (so that the old path ends too)
+            future.set_result(0)
+        answer = await delete
+        assert started == 1                                   # partition 1's state was not deleted
+        assert answer.results[0].error_code == ErrorCode.NON_EMPTY_GROUP
+        assert coord.groups.get("sg") is group and group.initialized == {tid: {0, 1}}
+        await coord.stop()
+
+    asyncio.run(asyncio.wait_for(run(), 30))

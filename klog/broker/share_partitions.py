@@ -99,8 +99,14 @@ class SharePartition:
     batches: list[InFlightBatch] = field(default_factory=list)
     #: the topic's id (the durable state's key)
     topic_id: uuid.UUID | None = None
-    #: changed since the state was last written (klog.broker.share_state)
-    dirty: bool = False
+    #: changes that need writing, counted (bumped by every change of the durable state; klog.broker.share_state)
+    changes: int = 0
+    #: the count of changes the last successful write of the state carried (dirty while below ``changes``)
+    persisted_changes: int = 0
+    #: the write in flight, as (its task answering the error code, the count of changes it carries): one at a time
+    #: per share-partition, so that every caller waits for the write that carries its change (the share-partition
+    #: leader's persister write, klog.broker.handlers.share._persist)
+    writing: tuple[Any, int] | None = field(default=None, repr=False, compare=False)
     snapshot_epoch: int = 0
     create_timestamp: int = 0
     #: the state epoch of the state it was loaded from (an AlterShareGroupOffsets starts a new one)
@@ -113,6 +119,18 @@ class SharePartition:
     #: in-flight window moved, the state replaced): the broker answers the ShareFetches waiting on the partition,
     #: as Kafka's DelayedShareFetch is completed by those events (appends wake them through the high watermark)
     on_acquirable: Callable[[str, int], None] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def dirty(self) -> bool:
+        """Changed since the state was last written durably (a write in flight or failed leaves it dirty)."""
+        return self.persisted_changes < self.changes
+
+    @dirty.setter
+    def dirty(self, value: bool) -> None:
+        if value:
+            self.changes += 1
+        else:
+            self.persisted_changes = self.changes
 
     def __post_init__(self) -> None:
         if self.end_offset < self.start_offset:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from klog.broker.coordinator.runtime import CoordinatorRuntime
@@ -61,6 +61,26 @@ def _every_partition_answers(topics: Any, code: int) -> Struct:
     return Struct(throttle_time_ms=0, topics=[
         Struct(name=t.name, partitions=[Struct(partition_index=p.partition_index, error_code=int(code))
                                         for p in t.partitions]) for t in topics])
+
+
+def _answer_unwritten(topics: list[Struct], code: int) -> Struct:
+    """An OffsetCommit response whose write failed: the partitions accepted answer ``code``."""
+    for t in topics:
+        for p in t.partitions:
+            if p.error_code == ErrorCode.NONE:
+                p.error_code = int(code)
+    return Struct(throttle_time_ms=0, topics=topics)
+
+
+class _CommitsInFlight:
+    """The OffsetCommits of one group's (topic, partition) written and waiting for the ISR: ``seq`` counts the
+    partition's commit and tombstone writes, ``tombstoned`` is the count at its last tombstone, ``applied`` the
+    count of the last commit applied to memory, ``waiting`` the commits still waiting."""
+
+    __slots__ = ("seq", "tombstoned", "applied", "waiting")
+
+    def __init__(self) -> None:
+        self.seq = self.tombstoned = self.applied = self.waiting = 0
 
 
 class GroupCoordinator:
@@ -153,6 +173,11 @@ class GroupCoordinator:
         #: producer id -> the offsets its open transaction committed (TxnOffsetCommit), visible only once a COMMIT
         #: marker reaches their __consumer_offsets partition (dropped on ABORT)
         self.pending_txn_offsets: dict[int, dict[tuple[str, str, int], OffsetAndMetadata]] = {}
+        #: group id -> (topic, partition) -> the OffsetCommits of it written and waiting for the ISR: a commit
+        #: applies its offset when its write ends only if no tombstone of the partition was written after it (a
+        #: DeleteGroups, OffsetDelete, expiry or topic deletion meanwhile: the log has no offset) and no later commit
+        #: was applied (Kafka applies a commit to its timeline at write time, so later tombstones cover it)
+        self._commits_in_flight: dict[str, dict[tuple[str, int], _CommitsInFlight]] = {}
 
     @property
     def records_written(self) -> int:
@@ -467,21 +492,65 @@ class GroupCoordinator:
         if records:
             try:
                 self._write(group_id, records)
+            except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
+                code = storage_error_code(exc)
+                log.warning("group %s: offset commit append failed: %s", group_id, exc)
+                return _answer_unwritten(topics, code)
+            in_flight = self._commits_in_flight.setdefault(group_id, {})
+            sequences = []
+            for topic, partition, _ in accepted:   # written: a later tombstone of them is later in the log
+                entry = in_flight.setdefault((topic, partition), _CommitsInFlight())
+                entry.seq += 1
+                entry.waiting += 1
+                sequences.append(entry.seq)
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+            try:
                 code = await self._await_writes()   # offsets become visible only once the ISR has them
             except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
                 code = storage_error_code(exc)
                 log.warning("group %s: offset commit append failed: %s", group_id, exc)
+            finally:
+                self._apply_commit(group_id, in_flight, accepted, sequences, applied=not code)
             if code:
-                for t in topics:
-                    for p in t.partitions:
-                        if p.error_code == ErrorCode.NONE:
-                            p.error_code = int(code)
-                return Struct(throttle_time_ms=0, topics=topics)
-            if group is None:
-                group = self.classic.get_or_create(group_id, True)  # a "simple" group, as Kafka creates
-            for topic, partition, om in accepted:
-                self.offsets.put(group_id, topic, partition, om)
+                return _answer_unwritten(topics, code)
         return Struct(throttle_time_ms=0, topics=topics)
+
+    def _apply_commit(self, group_id: str, in_flight: dict[tuple[str, int], _CommitsInFlight],
+                      accepted: list[tuple[str, int, OffsetAndMetadata]], sequences: list[int], *,
+                      applied: bool) -> None:
+        """An OffsetCommit's write ended (``applied``: the ISR has it): its offsets no tombstone written since
+        covers become committed (the log has them last), in a "simple" group when the group is gone, as Kafka
+        creates one, unless a later commit of the partition was applied already; none when this coordinator no
+        longer leads the group's partition (its new leader loads them from the log)."""
+        apply = applied and not self._unavailable(group_id)
+        for (topic, partition, om), sequence in zip(accepted, sequences, strict=True):
+            entry = in_flight[(topic, partition)]
+            entry.waiting -= 1
+            if not entry.waiting:
+                del in_flight[(topic, partition)]
+            if apply and entry.tombstoned < sequence and entry.applied < sequence:
+                entry.applied = sequence
+                if group_id not in self.groups:
+                    self.classic.get_or_create(group_id, True)
+                self.offsets.put(group_id, topic, partition, om)
+        if not in_flight and self._commits_in_flight.get(group_id) is in_flight:
+            del self._commits_in_flight[group_id]
+
+    def _tombstoned(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> None:
+        """Tombstones of ``partitions``' offsets were written: the OffsetCommits of them in flight (written
+        before) apply nothing when their writes end."""
+        in_flight = self._commits_in_flight.get(group_id)
+        if in_flight:
+            for key in partitions:
+                entry = in_flight.get(key)
+                if entry is not None:
+                    entry.seq += 1
+                    entry.tombstoned = entry.seq
+
+    def _committing(self, group_id: str) -> Collection[tuple[str, int]]:
+        """The (topic, partition)s of ``group_id`` an OffsetCommit wrote and waits on (a tombstone of the group's
+        offsets must cover them too: the log has their records)."""
+        return self._commits_in_flight.get(group_id, {}).keys()
 
     def _offsets_to_commit(self, group_id: str, topics: Any, now: int, expire: int | None, *,
                            with_leader_epoch: bool
@@ -710,7 +779,8 @@ class GroupCoordinator:
                     code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
                     code = ErrorCode.NONE
-                    if self.offsets.get(request.group_id, t.name, p.partition_index) is not None:
+                    if self.offsets.get(request.group_id, t.name, p.partition_index) is not None \
+                            or (t.name, p.partition_index) in self._committing(request.group_id):
                         records.append(R.offset_commit_tombstone(request.group_id, t.name, p.partition_index))
                         deleted.append((t.name, p.partition_index))
                 parts.append(Struct(partition_index=p.partition_index, error_code=int(code)))
@@ -720,6 +790,7 @@ class GroupCoordinator:
                 self._write(request.group_id, records)
             except Exception as exc:  # noqa: BLE001
                 return top(storage_error_code(exc))
+            self._tombstoned(request.group_id, deleted)
             for topic, partition in deleted:
                 self.offsets.delete(request.group_id, topic, partition)
         return Struct(error_code=ErrorCode.NONE, throttle_time_ms=0, topics=topics)
@@ -799,13 +870,15 @@ class GroupCoordinator:
             group.validate_delete_group()
         except GroupError as e:
             return e.code
-        records = [R.offset_commit_tombstone(group_id, t, p)
-                   for t, parts in self.offsets.group_offsets(group_id).items() for p in parts]
+        offsets = {(t, p) for t, parts in self.offsets.group_offsets(group_id).items() for p in parts}
+        offsets.update(self._committing(group_id))
+        records = [R.offset_commit_tombstone(group_id, t, p) for t, p in sorted(offsets)]
         records.extend(self._group_tombstones(group))
         try:
             self._write(group_id, records)
         except Exception as exc:  # noqa: BLE001
             return storage_error_code(exc)
+        self._tombstoned(group_id, offsets)
         self.offsets.drop_group(group_id)
         self._forget_group(group)
         return ErrorCode.NONE
@@ -881,7 +954,8 @@ class GroupCoordinator:
                     else:
                         all_expired = False
             records = [R.offset_commit_tombstone(group_id, t, p) for t, p in expired]
-            delete_group = all_expired and group.is_empty()
+            # a commit in flight is not expired: the group keeps it (its write may reach the ISR)
+            delete_group = all_expired and group.is_empty() and not self._committing(group_id)
             if delete_group:
                 records.extend(self._group_tombstones(group))
             if not records:
@@ -891,6 +965,7 @@ class GroupCoordinator:
             except Exception as exc:  # noqa: BLE001 - retried at the next check
                 log.warning("group %s: writing expired-offset tombstones failed: %s", group_id, exc)
                 continue
+            self._tombstoned(group_id, expired)
             for t, p in expired:
                 self.offsets.delete(group_id, t, p)
             removed += len(expired)
@@ -909,8 +984,9 @@ class GroupCoordinator:
         deleted = set(topics)
         if not deleted or not self._active:
             return
-        for group_id in list(self.offsets.groups()):
+        for group_id in dict.fromkeys([*self.offsets.groups(), *self._commits_in_flight]):
             gone = [(t, p) for t, parts in self.offsets.group_offsets(group_id).items() if t in deleted for p in parts]
+            gone.extend(key for key in self._committing(group_id) if key[0] in deleted and key not in gone)
             self._remove_offsets(group_id, gone)
         for producer in list(self.pending_txn_offsets):
             pending = self.pending_txn_offsets[producer]
@@ -939,6 +1015,7 @@ class GroupCoordinator:
         except Exception as exc:  # noqa: BLE001 - retried at the next check
             log.warning("group %s: removing offsets of deleted topics failed: %s", group_id, exc)
             return
+        self._tombstoned(group_id, gone)
         for t, p in gone:
             self.offsets.delete(group_id, t, p)
         log.info("group %s: removed %d committed offsets of deleted topics", group_id, len(gone))

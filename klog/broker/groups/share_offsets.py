@@ -126,7 +126,7 @@ class ShareOffsetsAdmin:
         catalog = self.coordinator.topic_catalog()
         store = self._store
         responses = []
-        initialized = {tid: set(ps) for tid, ps in group.initialized.items()}
+        added: dict[uuid.UUID, set[int]] = {}
         for t in request.topics:
             known = catalog.by_name.get(t.topic_name)
             parts = []
@@ -139,11 +139,24 @@ class ShareOffsetsAdmin:
                 elif store is not None:
                     code = await self._initialize(store, group_id, known[0], p.partition_index, p.start_offset)
                     if code == ErrorCode.NONE:
-                        initialized.setdefault(known[0], set()).add(p.partition_index)
+                        added.setdefault(known[0], set()).add(p.partition_index)
                 parts.append(Struct(partition_index=p.partition_index, error_code=int(code), error_message=message))
             self._drop_cached(group_id, t.topic_name)
             responses.append(Struct(topic_name=t.topic_name, topic_id=known[0] if known else uuid.UUID(int=0),
                                     partitions=parts))
+        # the state writes awaited: the group as it is now (a member may have joined, or it was deleted)
+        current = self.coordinator.groups.get(group_id)
+        if current is None:
+            group, created = (group if created else ShareGroup(group_id)), True
+        elif not isinstance(current, ShareGroup):
+            return refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        elif not current.is_empty():
+            return refused(ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
+        else:
+            group, created = current, False
+        initialized = {tid: set(ps) for tid, ps in group.initialized.items()}
+        for tid, ps in added.items():
+            initialized.setdefault(tid, set()).update(ps)
         if created or initialized != group.initialized:
             try:   # the group (when new) and its share-partitions with state, in __consumer_offsets
                 self.coordinator.share.record_initialized(group, initialized, created=created)
@@ -178,6 +191,9 @@ class ShareOffsetsAdmin:
                                         error_message="This server does not host this topic-partition."))
                 continue
             code = await self._delete_state(group, known[0], range(known[1]))
+            if code == ErrorCode.NONE and (changed := self._changed(group)) is not None:
+                return Struct(throttle_time_ms=0, error_code=int(changed[0]), error_message=changed[1],
+                              responses=[])
             if code == ErrorCode.NONE and known[0] in group.initialized:
                 try:
                     self.coordinator.share.record_initialized(
@@ -194,10 +210,21 @@ class ShareOffsetsAdmin:
         if store is None:
             return ErrorCode.NONE
         for index in partitions:
+            if self._changed(group) is not None:   # a member joined meanwhile: its share state stays
+                return ErrorCode.NONE   # (the caller answers the change)
             code = int(await store.delete(group.group_id, topic_id, index))
             if code:
                 return code
         return ErrorCode.NONE
+
+    def _changed(self, group: ShareGroup) -> tuple[int, str] | None:
+        """After an await: (the error to answer, its message) when ``group`` is no longer the coordinator's group
+        of its id or is no longer empty (share state is altered or deleted only while the group is empty)."""
+        if self.coordinator.groups.get(group.group_id) is not group:
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group.group_id} was deleted meanwhile."
+        if not group.is_empty():
+            return ErrorCode.NON_EMPTY_GROUP, "The group is not empty."
+        return None
 
     # -- DeleteGroups -------------------------------------------------------------------------------------------
     async def delete_group_state(self, group: ShareGroup) -> int:
@@ -208,6 +235,8 @@ class ShareOffsetsAdmin:
             code = await self._delete_state(group, tid, range(count) if count else sorted(group.initialized[tid]))
             if code:
                 return code
+            if (changed := self._changed(group)) is not None:   # a member joined, or the group went meanwhile
+                return changed[0]
             group.initialized.pop(tid, None)
         self._drop_cached(group.group_id)
         return ErrorCode.NONE

@@ -325,7 +325,11 @@ async def _load(broker: HandlerBroker, group_id: str, keys: Iterable[tuple[str, 
 
 
 async def _persist(broker: HandlerBroker, group_id: str, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    """Writes the changed share-partitions' state durably; returns each one's error code (NONE: durable)."""
+    """Writes the changed share-partitions' state durably; returns each one's error code (NONE: durable), the
+    result of the write that carried the share-partition's changes made before the call (the caller's
+    acknowledgements): a write another request started after them, or one started here. As Kafka's
+    share-partition leader completes an acknowledgement only with the persister write that carries it, a caller
+    never answers NONE for a change whose write is still in flight or failed."""
     manager = _manager(broker)
     out: dict[tuple[str, int], int] = {}
     if manager.store is None:
@@ -334,15 +338,40 @@ async def _persist(broker: HandlerBroker, group_id: str, keys: Iterable[tuple[st
         sp = manager.get(group_id, name, index)
         if sp is None or not sp.dirty or sp.topic_id is None:
             continue
-        sp.dirty = False
-        code = await manager.store.persist(sp, sp.topic_id, leader_epoch=broker.partitions.leader_epoch(name, index),
-                                           now_ms=_now_ms())
-        if code == ErrorCode.FENCED_STATE_EPOCH:   # the offsets were altered since it was loaded: load again
-            manager.drop_group(group_id, name) if manager.get(group_id, name, index) is sp else None
-        elif code:
-            sp.dirty = True
-        out[(name, index)] = code
+        out[(name, index)] = await _write_carrying(broker, sp, sp.changes)
     return out
+
+
+async def _write_carrying(broker: HandlerBroker, sp: SharePartition, target: int) -> int:
+    """The error code of the write of ``sp`` that carries its first ``target`` changes: the write in flight when
+    it carries them, else the next one (started here once the write in flight, started before them, ended)."""
+    while sp.persisted_changes < target:
+        if sp.writing is None:
+            sp.writing = (asyncio.ensure_future(_write_state(broker, sp)), sp.changes)
+        task, carries = sp.writing
+        code: int = await asyncio.shield(task)
+        if carries >= target:
+            return code   # the write that carried the change: its result, NONE or the error
+    return ErrorCode.NONE
+
+
+async def _write_state(broker: HandlerBroker, sp: SharePartition) -> int:
+    """One write of ``sp``'s state (a task, so that a caller that stops waiting does not stop it for the others
+    waiting on it); a failed write leaves ``sp`` dirty."""
+    carries = sp.changes   # the store reads the state before its first await: every change counted so far
+    try:
+        assert sp.topic_id is not None
+        code: int = await _manager(broker).store.persist(
+            sp, sp.topic_id, leader_epoch=broker.partitions.leader_epoch(sp.topic, sp.partition), now_ms=_now_ms())
+    finally:
+        sp.writing = None
+    if code == ErrorCode.NONE:
+        sp.persisted_changes = max(sp.persisted_changes, carries)
+    elif code == ErrorCode.FENCED_STATE_EPOCH:   # the offsets were altered since it was loaded: load again
+        manager = _manager(broker)
+        if manager.get(sp.group_id, sp.topic, sp.partition) is sp:
+            manager.drop_group(sp.group_id, sp.topic)
+    return code
 
 
 def _refusal(lock_ms: int, code: int, message: str | None) -> dict[str, Any]:
