@@ -96,6 +96,29 @@ class ModernGroup(Generic[M]):
         #: assignment_timestamp as Kafka does); the next waits for *.assignment.interval.ms (KIP-1263)
         self.last_assignment_ms: int | None = None
 
+    #: indexes derived from the members (rebuilt by ``put_member`` on ``restore``, not copied by ``snapshot``)
+    derived_indexes: tuple[str, ...] = ()
+
+    # -- the state before a change whose records may not be written (Kafka's revertLastWrittenOffset) -----------
+    def snapshot(self) -> dict[str, Any]:
+        """What ``restore`` brings back if a heartbeat's records are refused: every attribute, the dicts copied
+        shallowly (members and targets are replaced by a heartbeat, never changed in place: the copies share
+        them), but the timers' keys (timers change only once the records are written) and the derived indexes.
+        O(members) dict copies, no deep copy: a heartbeat already walks the members."""
+        skip = ("session_keys", *self.derived_indexes)
+        return {k: (dict(v) if type(v) is dict else v) for k, v in vars(self).items() if k not in skip}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """The group as ``snapshot`` saw it (its derived indexes rebuilt from its members)."""
+        members: dict[str, M] = snapshot["members"]
+        for k, v in snapshot.items():
+            setattr(self, k, dict(v) if type(v) is dict else v)
+        for name in self.derived_indexes:
+            setattr(self, name, {})
+        self.members = {}
+        for member in members.values():
+            self.put_member(member)
+
     # -- state ------------------------------------------------------------------------------------------------
     def state(self) -> Any:
         raise NotImplementedError
@@ -187,6 +210,23 @@ class ModernGroupManager(Generic[G, M]):
         except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
             log.warning("group %s: writing %s group records failed: %s", group_id, self.kind, exc)
             raise GroupError(storage_error_code(exc), f"writing group state failed: {exc}") from exc
+
+    def rollback(self, group: G, snapshot: dict[str, Any], created: bool) -> None:
+        """A change of ``group`` whose records were not written (or that failed half-way) is undone: the group is
+        restored to ``snapshot`` (taken before the change; Kafka's CoordinatorRuntime reverts its state to the last
+        written offset), a group the change ``created`` leaves the registry, and every restored member keeps a
+        session timer (the change armed none: timers move only after the write)."""
+        group.restore(snapshot)
+        if created and not group.members:
+            if self.groups.get(group.group_id) is group:
+                del self.groups[group.group_id]
+            self.forget(group)
+            return
+        for mid in [mid for mid in group.session_keys if mid not in group.members]:
+            self.cancel_timers(group, mid)
+        for mid in group.members:
+            if mid not in group.session_keys:
+                self.schedule_session_timeout(group, mid)
 
     # -- hooks --------------------------------------------------------------------------------------------------
     def fence_member(self, group: G, member: M) -> None:
