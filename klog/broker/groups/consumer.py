@@ -750,14 +750,15 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         through LeaveGroup)."""
         if downgrade and self.migration is not None and self.migration.downgrade_without(self, group, member):
             return
+        # written first: a refused write leaves the member in (and its timers: a timer's fencing tries again)
         records = ConsumerGroup.record_types.member_tombstones(group.group_id, member.member_id)
+        records.append(R.consumer_group_record(R.CONSUMER_GROUP_METADATA, {"group_id": group.group_id},
+                                               {"epoch": group.group_epoch + 1}))
+        self.write(group.group_id, records)
         group.remove_member(member.member_id)
         group.subscription_metadata = self.subscription_metadata(list(group.members.values()), self.catalog())
         group.group_epoch += 1
-        records.append(R.consumer_group_record(R.CONSUMER_GROUP_METADATA, {"group_id": group.group_id},
-                                               {"epoch": group.group_epoch}))
         self.cancel_timers(group, member.member_id)
-        self.write(group.group_id, records)
 
     def member_session_timeout_ms(self, group: ConsumerGroup, member: ConsumerMember | None) -> int:
         """A classic-protocol member keeps the session timeout it joined with."""

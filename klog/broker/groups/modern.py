@@ -26,6 +26,8 @@ log = logging.getLogger("klog.groups")
 #: a member's epoch in a heartbeat that leaves the group (a static member: leaves for now, keeps its instance id)
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+#: a timer's fencing whose write failed is tried again this much later (Kafka's CoordinatorTimer retry backoff)
+FENCE_RETRY_BACKOFF_MS = 500
 
 
 def assignment_due(last_assignment_ms: int | None, interval_ms: int, now_ms: int) -> bool:
@@ -247,13 +249,16 @@ class ModernGroupManager(Generic[G, M]):
     def _rebalance_timer(self, group_id: str, member_id: str) -> tuple[str, str, str]:
         return (f"{self.kind}-rebalance", group_id, member_id)
 
-    def _fence_on_timeout(self, group: G, member: M) -> None:
-        """A timer's fencing: a failed write is logged (the member stays, and the next timeout tries again)."""
+    def _fence_on_timeout(self, group: G, member: M) -> bool:
+        """A timer's fencing; False: its write failed (logged; the member stays, and the caller's timer tries
+        again after FENCE_RETRY_BACKOFF_MS, as Kafka's timer operations scheduled with retry)."""
         try:
             self.fence_member(group, member)
         except GroupError as exc:
-            log.warning("group %s: fencing %s member %s failed: %s", group.group_id, self.kind, member.member_id,
-                        exc.message)
+            log.warning("group %s: fencing %s member %s failed: %s; trying again in %d ms", group.group_id,
+                        self.kind, member.member_id, exc.message, FENCE_RETRY_BACKOFF_MS)
+            return False
+        return True
 
     def schedule_session_timeout(self, group: G, member_id: str) -> None:
         key = group.session_keys.get(member_id)
@@ -263,11 +268,17 @@ class ModernGroupManager(Generic[G, M]):
             def expire() -> None:
                 g = self.groups.get(gid)
                 if isinstance(g, group_class):
-                    g.session_keys.pop(member_id, None)
+                    if g.session_keys.get(member_id) == key:
+                        del g.session_keys[member_id]
                     m = g.members.get(member_id)
                     if m is not None:
                         log.info("group %s: %s member %s session expired; fencing it", gid, self.kind, member_id)
-                        self._fence_on_timeout(g, m)
+                        if not self._fence_on_timeout(g, m):
+                            if g.members.get(member_id) is not None and member_id not in g.session_keys:
+                                g.session_keys[member_id] = key   # the member stays: its timer tries again
+                                self.timer.arm(key, FENCE_RETRY_BACKOFF_MS)
+                                return
+                self.timer.release(key)
 
             key = self.timer.register(expire)
             group.session_keys[member_id] = key
@@ -285,9 +296,11 @@ class ModernGroupManager(Generic[G, M]):
                 if m is not None and self.still_revoking(m, epoch):
                     log.info("group %s: %s member %s did not revoke what it must within %d ms; fencing it", gid,
                              self.kind, mid, timeout)
-                    self._fence_on_timeout(g, m)
+                    if not self._fence_on_timeout(g, m) and not self.timer.is_scheduled(name):
+                        self.timer.schedule(name, FENCE_RETRY_BACKOFF_MS, expire)   # the member stays: again
 
-        self.timer.schedule(self._rebalance_timer(gid, mid), timeout, expire)
+        name = self._rebalance_timer(gid, mid)
+        self.timer.schedule(name, timeout, expire)
 
     def cancel_rebalance_timeout(self, group_id: str, member_id: str) -> None:
         self.timer.cancel(self._rebalance_timer(group_id, member_id))

@@ -947,16 +947,17 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
                       partitions_by_user_endpoint=None)
 
     def fence_member(self, group: StreamsGroup, member: StreamsMember) -> None:
+        # written first: a refused write leaves the member in (and its timers: a timer's fencing tries again)
         records = StreamsGroup.record_types.member_tombstones(group.group_id, member.member_id)
+        records.append(R.consumer_group_record(R.STREAMS_GROUP_METADATA, {"group_id": group.group_id},
+                                               {**self._metadata_value(group), "epoch": group.group_epoch + 1}))
+        self.write(group.group_id, records)
         group.remove_member(member.member_id)
         group.group_epoch += 1
         group.endpoint_information_epoch += 1
         if not group.members:
             group.shutdown_requested_by = None
-        records.append(R.consumer_group_record(R.STREAMS_GROUP_METADATA, {"group_id": group.group_id},
-                                               self._metadata_value(group)))
         self.cancel_timers(group, member.member_id)
-        self.write(group.group_id, records)
 
     def member_session_timeout_ms(self, group: StreamsGroup, member: StreamsMember | None) -> int:
         return self.session_timeout_ms(group.group_id)
