@@ -149,6 +149,7 @@ class ConsumerGroup(ModernGroup[ConsumerMember]):
     #: Kafka 4.3.1's ModernGroup starts at group epoch 1 and target assignment epoch 1 (a member joining a new
     #: group with no topic gets epoch 1; the first subscription bumps it to 2)
     initial_epoch = 1
+    derived_indexes = ("partition_epochs",)
 
     def __init__(self, group_id: str) -> None:
         super().__init__(group_id)
@@ -390,7 +391,47 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         records: list[tuple[bytes, bytes | None]] = []
         epoch = request.member_epoch
         create = epoch == 0
+        created = request.group_id not in self.groups
         group = self._group(request.group_id, create, records)
+        try:
+            member, updated, replaced, owned = self._heartbeat_member(group, request, client_id, client_host)
+        except GroupError:
+            if created and not group.members and self.groups.get(group.group_id) is group:
+                del self.groups[group.group_id]
+            raise
+        # the heartbeat changes the group before its records are written: a refused write (or an error half-way)
+        # restores it (Kafka reverts to the last written offset), and its timers move only once written
+        snapshot = group.snapshot()
+        timers: list[Callable[[], None]] = []
+        try:
+            prior, reconciled = self.update_and_reconcile(group, member, updated, replaced, owned, records, timers)
+            self.write(group.group_id, records)
+        except Exception:
+            self.rollback(group, snapshot, created)
+            raise
+        for op in timers:
+            op()
+        self.schedule_session_timeout(group, reconciled.member_id)
+
+        full = epoch == 0 or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
+                              and request.topic_partitions is not None)
+        changed = prior is None or prior.assigned != reconciled.assigned
+        assignment = None
+        if full or changed:
+            assignment = Struct(topic_partitions=[Struct(topic_id=t, partitions=sorted(ps))
+                                                  for t, ps in sorted(reconciled.assigned.items(),
+                                                                      key=lambda kv: str(kv[0]))])
+        return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, member_id=reconciled.member_id,
+                      member_epoch=reconciled.member_epoch,
+                      heartbeat_interval_ms=self.group_int(group.group_id, "consumer.heartbeat.interval.ms"),
+                      assignment=assignment)
+
+    def _heartbeat_member(self, group: ConsumerGroup, request: Any, client_id: str, client_host: str
+                          ) -> tuple[ConsumerMember, ConsumerMember, ConsumerMember | None, TopicPartitions | None]:
+        """A heartbeat's checks (nothing changed yet): (the member as the group has it or a new one, the member as
+        the request updates it, the static member it replaces, the partitions it says it owns)."""
+        epoch = request.member_epoch
+        create = epoch == 0
         member_id = request.member_id or str(uuid.uuid4())
         if len(group.members) >= self.max_size and member_id not in group.members:
             raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
@@ -458,31 +499,18 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         updated.client_id = client_id
         updated.client_host = client_host
 
-        prior, reconciled = self.update_and_reconcile(group, member, updated, replaced, owned, records)
-        group.put_member(reconciled)
-        self.write(group.group_id, records)
-        self.schedule_session_timeout(group, reconciled.member_id)
-
-        full = epoch == 0 or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
-                              and request.topic_partitions is not None)
-        changed = prior is None or prior.assigned != reconciled.assigned
-        assignment = None
-        if full or changed:
-            assignment = Struct(topic_partitions=[Struct(topic_id=t, partitions=sorted(ps))
-                                                  for t, ps in sorted(reconciled.assigned.items(),
-                                                                      key=lambda kv: str(kv[0]))])
-        return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, member_id=reconciled.member_id,
-                      member_epoch=reconciled.member_epoch,
-                      heartbeat_interval_ms=self.group_int(group.group_id, "consumer.heartbeat.interval.ms"),
-                      assignment=assignment)
+        return member, updated, replaced, owned
 
     def update_and_reconcile(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
                              replaced: ConsumerMember | None, owned: TopicPartitions | None,
-                             records: list) -> tuple[ConsumerMember | None, ConsumerMember]:
+                             records: list, timers: list[Callable[[], None]]
+                             ) -> tuple[ConsumerMember | None, ConsumerMember]:
         """Kafka's steps 1-3 of a heartbeat (ConsumerGroupHeartbeat, or a classic member's JoinGroup): the member's
         new subscription (a new group epoch when it changed), the target assignment of a new epoch, and the
         member's reconciliation towards its target given the partitions it still ``owned``. Appends the records
-        and applies them; returns (the member before, the member after)."""
+        and applies them, and the timer changes to ``timers`` (for the caller to run once the records are
+        written: on a refused write it restores the group, ``ModernGroupManager.rollback``); returns (the member
+        before, the member after)."""
         bump = False
         is_new = member.member_id not in group.members or replaced is not None
         catalog = self.catalog()
@@ -521,7 +549,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
             records.append(R.consumer_group_record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None))
             records.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None))
             records.append(R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA, key, None))
-            self.cancel_timers(group, replaced.member_id)
+            timers.append(lambda mid=replaced.member_id: self.cancel_timers(group, mid))
             group.target[updated.member_id] = _copy_parts(old_target)
         prior = group.members.get(updated.member_id)
         group.put_member(updated)
@@ -542,9 +570,9 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
                                                    {"group_id": group.group_id, "member_id": reconciled.member_id},
                                                    reconciled.assignment_value()))
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-                self.schedule_rebalance_timeout(group, reconciled)
+                timers.append(lambda: self.schedule_rebalance_timeout(group, reconciled))
             else:
-                self.cancel_rebalance_timeout(group.group_id, reconciled.member_id)
+                timers.append(lambda: self.cancel_rebalance_timeout(group.group_id, reconciled.member_id))
         group.put_member(reconciled)
         return prior, reconciled
 
@@ -722,14 +750,15 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         through LeaveGroup)."""
         if downgrade and self.migration is not None and self.migration.downgrade_without(self, group, member):
             return
+        # written first: a refused write leaves the member in (and its timers: a timer's fencing tries again)
         records = ConsumerGroup.record_types.member_tombstones(group.group_id, member.member_id)
+        records.append(R.consumer_group_record(R.CONSUMER_GROUP_METADATA, {"group_id": group.group_id},
+                                               {"epoch": group.group_epoch + 1}))
+        self.write(group.group_id, records)
         group.remove_member(member.member_id)
         group.subscription_metadata = self.subscription_metadata(list(group.members.values()), self.catalog())
         group.group_epoch += 1
-        records.append(R.consumer_group_record(R.CONSUMER_GROUP_METADATA, {"group_id": group.group_id},
-                                               {"epoch": group.group_epoch}))
         self.cancel_timers(group, member.member_id)
-        self.write(group.group_id, records)
 
     def member_session_timeout_ms(self, group: ConsumerGroup, member: ConsumerMember | None) -> int:
         """A classic-protocol member keeps the session timeout it joined with."""

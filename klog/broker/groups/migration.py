@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import logging
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from klog.protocol import Struct
@@ -247,14 +248,28 @@ class ClassicMembers:
             updated.classic = ClassicMemberMetadata(session_timeout, protocols)
             owned = _by_id(subscription.owned_partitions, catalog)
             records: list = []
-            _, reconciled = self.consumer.update_and_reconcile(group, member, updated, replaced, owned, records)
+        except GroupError as e:
+            return join_error(e.code, member_id)
+        # as a ConsumerGroupHeartbeat: the group is restored when the records are refused, timers move once written
+        snapshot = group.snapshot()
+        timers: list[Callable[[], None]] = []
+        try:
+            _, reconciled = self.consumer.update_and_reconcile(group, member, updated, replaced, owned, records,
+                                                               timers)
             downgraded = None
             if replaced is not None and self.migration is not None:
                 downgraded = self.migration.downgrade_replacing(self.consumer, group, replaced, records)
             if downgraded is None:
                 self.consumer.write(group.group_id, records)
-        except GroupError as e:
-            return join_error(e.code, member_id)
+        except Exception as e:
+            if self.consumer.groups.get(group.group_id) is group:
+                self.consumer.rollback(group, snapshot, False)
+            if isinstance(e, GroupError):
+                return join_error(e.code, member_id)
+            raise
+        if downgraded is None:   # (a downgraded group's timers went with it)
+            for op in timers:
+                op()
         gid, mid = group.group_id, reconciled.member_id
         if downgraded is not None:   # a classic group now: its member syncs and heartbeats as in any classic group
             return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, generation_id=downgraded.generation_id,

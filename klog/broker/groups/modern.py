@@ -26,6 +26,8 @@ log = logging.getLogger("klog.groups")
 #: a member's epoch in a heartbeat that leaves the group (a static member: leaves for now, keeps its instance id)
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+#: a timer's fencing whose write failed is tried again this much later (Kafka's CoordinatorTimer retry backoff)
+FENCE_RETRY_BACKOFF_MS = 500
 
 
 def assignment_due(last_assignment_ms: int | None, interval_ms: int, now_ms: int) -> bool:
@@ -95,6 +97,29 @@ class ModernGroup(Generic[M]):
         #: when the target assignment was last computed (wall-clock ms, replayed from its metadata record's
         #: assignment_timestamp as Kafka does); the next waits for *.assignment.interval.ms (KIP-1263)
         self.last_assignment_ms: int | None = None
+
+    #: indexes derived from the members (rebuilt by ``put_member`` on ``restore``, not copied by ``snapshot``)
+    derived_indexes: tuple[str, ...] = ()
+
+    # -- the state before a change whose records may not be written (Kafka's revertLastWrittenOffset) -----------
+    def snapshot(self) -> dict[str, Any]:
+        """What ``restore`` brings back if a heartbeat's records are refused: every attribute, the dicts copied
+        shallowly (members and targets are replaced by a heartbeat, never changed in place: the copies share
+        them), but the timers' keys (timers change only once the records are written) and the derived indexes.
+        O(members) dict copies, no deep copy: a heartbeat already walks the members."""
+        skip = ("session_keys", *self.derived_indexes)
+        return {k: (dict(v) if type(v) is dict else v) for k, v in vars(self).items() if k not in skip}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """The group as ``snapshot`` saw it (its derived indexes rebuilt from its members)."""
+        members: dict[str, M] = snapshot["members"]
+        for k, v in snapshot.items():
+            setattr(self, k, dict(v) if type(v) is dict else v)
+        for name in self.derived_indexes:
+            setattr(self, name, {})
+        self.members = {}
+        for member in members.values():
+            self.put_member(member)
 
     # -- state ------------------------------------------------------------------------------------------------
     def state(self) -> Any:
@@ -188,6 +213,23 @@ class ModernGroupManager(Generic[G, M]):
             log.warning("group %s: writing %s group records failed: %s", group_id, self.kind, exc)
             raise GroupError(storage_error_code(exc), f"writing group state failed: {exc}") from exc
 
+    def rollback(self, group: G, snapshot: dict[str, Any], created: bool) -> None:
+        """A change of ``group`` whose records were not written (or that failed half-way) is undone: the group is
+        restored to ``snapshot`` (taken before the change; Kafka's CoordinatorRuntime reverts its state to the last
+        written offset), a group the change ``created`` leaves the registry, and every restored member keeps a
+        session timer (the change armed none: timers move only after the write)."""
+        group.restore(snapshot)
+        if created and not group.members:
+            if self.groups.get(group.group_id) is group:
+                del self.groups[group.group_id]
+            self.forget(group)
+            return
+        for mid in [mid for mid in group.session_keys if mid not in group.members]:
+            self.cancel_timers(group, mid)
+        for mid in group.members:
+            if mid not in group.session_keys:
+                self.schedule_session_timeout(group, mid)
+
     # -- hooks --------------------------------------------------------------------------------------------------
     def fence_member(self, group: G, member: M) -> None:
         raise NotImplementedError
@@ -207,13 +249,16 @@ class ModernGroupManager(Generic[G, M]):
     def _rebalance_timer(self, group_id: str, member_id: str) -> tuple[str, str, str]:
         return (f"{self.kind}-rebalance", group_id, member_id)
 
-    def _fence_on_timeout(self, group: G, member: M) -> None:
-        """A timer's fencing: a failed write is logged (the member stays, and the next timeout tries again)."""
+    def _fence_on_timeout(self, group: G, member: M) -> bool:
+        """A timer's fencing; False: its write failed (logged; the member stays, and the caller's timer tries
+        again after FENCE_RETRY_BACKOFF_MS, as Kafka's timer operations scheduled with retry)."""
         try:
             self.fence_member(group, member)
         except GroupError as exc:
-            log.warning("group %s: fencing %s member %s failed: %s", group.group_id, self.kind, member.member_id,
-                        exc.message)
+            log.warning("group %s: fencing %s member %s failed: %s; trying again in %d ms", group.group_id,
+                        self.kind, member.member_id, exc.message, FENCE_RETRY_BACKOFF_MS)
+            return False
+        return True
 
     def schedule_session_timeout(self, group: G, member_id: str) -> None:
         key = group.session_keys.get(member_id)
@@ -223,11 +268,17 @@ class ModernGroupManager(Generic[G, M]):
             def expire() -> None:
                 g = self.groups.get(gid)
                 if isinstance(g, group_class):
-                    g.session_keys.pop(member_id, None)
+                    if g.session_keys.get(member_id) == key:
+                        del g.session_keys[member_id]
                     m = g.members.get(member_id)
                     if m is not None:
                         log.info("group %s: %s member %s session expired; fencing it", gid, self.kind, member_id)
-                        self._fence_on_timeout(g, m)
+                        if not self._fence_on_timeout(g, m):
+                            if g.members.get(member_id) is not None and member_id not in g.session_keys:
+                                g.session_keys[member_id] = key   # the member stays: its timer tries again
+                                self.timer.arm(key, FENCE_RETRY_BACKOFF_MS)
+                                return
+                self.timer.release(key)
 
             key = self.timer.register(expire)
             group.session_keys[member_id] = key
@@ -245,9 +296,11 @@ class ModernGroupManager(Generic[G, M]):
                 if m is not None and self.still_revoking(m, epoch):
                     log.info("group %s: %s member %s did not revoke what it must within %d ms; fencing it", gid,
                              self.kind, mid, timeout)
-                    self._fence_on_timeout(g, m)
+                    if not self._fence_on_timeout(g, m) and not self.timer.is_scheduled(name):
+                        self.timer.schedule(name, FENCE_RETRY_BACKOFF_MS, expire)   # the member stays: again
 
-        self.timer.schedule(self._rebalance_timer(gid, mid), timeout, expire)
+        name = self._rebalance_timer(gid, mid)
+        self.timer.schedule(name, timeout, expire)
 
     def cancel_rebalance_timeout(self, group_id: str, member_id: str) -> None:
         self.timer.cancel(self._rebalance_timer(group_id, member_id))

@@ -225,6 +225,7 @@ class StreamsGroup(ModernGroup[StreamsMember]):
         target_assignment_member=R.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER,
         member_metadata=R.STREAMS_GROUP_MEMBER_METADATA,
         current_member_assignment=R.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT, group_extra=R.STREAMS_GROUP_TOPOLOGY)
+    derived_indexes = ("active_owner",)
 
     def __init__(self, group_id: str) -> None:
         super().__init__(group_id)
@@ -613,6 +614,7 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
         records: list[tuple[bytes, bytes | None]] = []
         epoch = request.member_epoch
         create = epoch == 0
+        created = request.group_id not in self.groups
         group = self._group(request.group_id, create, records)
         member_id = request.member_id
         member = group.members.get(member_id)
@@ -630,8 +632,63 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
             member.member_epoch = 0
         else:
             self._check_epoch(member, epoch, request)
-        is_new = member_id not in group.members
+        # the heartbeat changes the group before its records are written: a refused write (or an error half-way)
+        # restores it (Kafka reverts to the last written offset), and its timers move only once written
+        snapshot = group.snapshot()
+        timers: list[Callable[[], None]] = []
+        try:
+            prior, reconciled, to_create, delayed = self._heartbeat_apply(group, member, request, client_id,
+                                                                          client_host, records, timers)
+            self.write(group.group_id, records)
+        except Exception:
+            self.rollback(group, snapshot, created)
+            raise
+        for op in timers:
+            op()
+        self.schedule_session_timeout(group, member_id)
+        if request.shutdown_application:
+            group.shutdown_requested_by = member_id
+
         statuses: list[tuple[int, str]] = []
+
+        # statuses (Kafka's order: the delay, the topology, then the group's)
+        if delayed is not None:
+            statuses.append((STATUS_ASSIGNMENT_DELAYED, delayed))
+        if group.topology is not None and reconciled.topology_epoch < group.topology["epoch"]:
+            statuses.append((STATUS_STALE_TOPOLOGY,
+                             f"The member's topology epoch {reconciled.topology_epoch} is behind the group's "
+                             f"topology epoch {group.topology['epoch']}."))
+        if group.configured is not None and group.configured.status is not None:
+            statuses.append(group.configured.status)
+        if group.shutdown_requested_by is not None:
+            statuses.append((STATUS_SHUTDOWN_APPLICATION,
+                             f"The application shutdown was requested by member {group.shutdown_requested_by}."))
+
+        full = epoch == 0
+        changed = prior is None or reconciled.assigned.normalized() != prior.assigned.normalized()
+        send_tasks = full or changed
+        endpoints = None
+        if request.endpoint_information_epoch != group.endpoint_information_epoch:
+            endpoints = self._endpoints(group)
+        response = Struct(
+            throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, member_id=member_id,
+            member_epoch=reconciled.member_epoch, heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id),
+            acceptable_recovery_lag=ACCEPTABLE_RECOVERY_LAG, task_offset_interval_ms=TASK_OFFSET_INTERVAL_MS,
+            status=[Struct(status_code=c, status_detail=d) for c, d in statuses],
+            active_tasks=_task_ids(reconciled.assigned.active) if send_tasks else None,
+            standby_tasks=_task_ids(reconciled.assigned.standby) if send_tasks else None,
+            warmup_tasks=_task_ids(reconciled.assigned.warmup) if send_tasks else None,
+            endpoint_information_epoch=group.endpoint_information_epoch, partitions_by_user_endpoint=endpoints)
+        return response, to_create
+
+    def _heartbeat_apply(self, group: StreamsGroup, member: StreamsMember, request: Any, client_id: str,
+                         client_host: str, records: list, timers: list[Callable[[], None]]
+                         ) -> tuple[StreamsMember | None, StreamsMember, dict[str, tuple[int, int, dict[str, str]]],
+                                    str | None]:
+        """A heartbeat's change of ``group`` (records appended, timer changes to ``timers`` for once they are
+        written): (the member before, after; the internal topics to create; why the assignment waits)."""
+        member_id = request.member_id
+        is_new = member_id not in group.members
         bump = is_new
 
         # 1. the topology: the first member initializes it, later ones must match it
@@ -716,13 +773,14 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
             delayed = "Assignment delayed due to the configured initial rebalance delay."
             if group.group_epoch > group.assignment_epoch:
                 self._update_target_assignment(group, records, empty=True)
-                self._schedule_delayed_assignment(group)
+                timers.append(lambda: self._schedule_delayed_assignment(group))
         elif group.group_epoch > group.assignment_epoch:
             interval = self.group_int(group.group_id, "streams.assignment.interval.ms")
             if not assignment_due(group.last_assignment_ms, interval, now):
                 assert group.last_assignment_ms is not None
                 delayed = "Assignment delayed due to the configured assignment interval."
-                self._schedule_interval_assignment(group, group.last_assignment_ms + interval - now)
+                wait = group.last_assignment_ms + interval - now
+                timers.append(lambda: self._schedule_interval_assignment(group, wait))
             else:
                 self._update_target_assignment(group, records)
 
@@ -736,44 +794,11 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
             if prior is None or reconciled.assigned.normalized() != prior.assigned.normalized():
                 group.endpoint_information_epoch += 1
             if reconciled.state is MemberState.UNREVOKED_TASKS:
-                self.schedule_rebalance_timeout(group, reconciled)
+                timers.append(lambda: self.schedule_rebalance_timeout(group, reconciled))
             else:
-                self.cancel_rebalance_timeout(group.group_id, member_id)
+                timers.append(lambda: self.cancel_rebalance_timeout(group.group_id, member_id))
         group.put_member(reconciled)
-        self.write(group.group_id, records)
-        self.schedule_session_timeout(group, member_id)
-        if request.shutdown_application:
-            group.shutdown_requested_by = member_id
-
-        # statuses (Kafka's order: the delay, the topology, then the group's)
-        if delayed is not None:
-            statuses.append((STATUS_ASSIGNMENT_DELAYED, delayed))
-        if group.topology is not None and reconciled.topology_epoch < group.topology["epoch"]:
-            statuses.append((STATUS_STALE_TOPOLOGY,
-                             f"The member's topology epoch {reconciled.topology_epoch} is behind the group's "
-                             f"topology epoch {group.topology['epoch']}."))
-        if group.configured is not None and group.configured.status is not None:
-            statuses.append(group.configured.status)
-        if group.shutdown_requested_by is not None:
-            statuses.append((STATUS_SHUTDOWN_APPLICATION,
-                             f"The application shutdown was requested by member {group.shutdown_requested_by}."))
-
-        full = epoch == 0
-        changed = prior is None or reconciled.assigned.normalized() != prior.assigned.normalized()
-        send_tasks = full or changed
-        endpoints = None
-        if request.endpoint_information_epoch != group.endpoint_information_epoch:
-            endpoints = self._endpoints(group)
-        response = Struct(
-            throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, member_id=member_id,
-            member_epoch=reconciled.member_epoch, heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id),
-            acceptable_recovery_lag=ACCEPTABLE_RECOVERY_LAG, task_offset_interval_ms=TASK_OFFSET_INTERVAL_MS,
-            status=[Struct(status_code=c, status_detail=d) for c, d in statuses],
-            active_tasks=_task_ids(reconciled.assigned.active) if send_tasks else None,
-            standby_tasks=_task_ids(reconciled.assigned.standby) if send_tasks else None,
-            warmup_tasks=_task_ids(reconciled.assigned.warmup) if send_tasks else None,
-            endpoint_information_epoch=group.endpoint_information_epoch, partitions_by_user_endpoint=endpoints)
-        return response, to_create
+        return prior, reconciled, to_create, delayed
 
     @staticmethod
     def _metadata_value(group: StreamsGroup) -> dict[str, Any]:
@@ -922,16 +947,17 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
                       partitions_by_user_endpoint=None)
 
     def fence_member(self, group: StreamsGroup, member: StreamsMember) -> None:
+        # written first: a refused write leaves the member in (and its timers: a timer's fencing tries again)
         records = StreamsGroup.record_types.member_tombstones(group.group_id, member.member_id)
+        records.append(R.consumer_group_record(R.STREAMS_GROUP_METADATA, {"group_id": group.group_id},
+                                               {**self._metadata_value(group), "epoch": group.group_epoch + 1}))
+        self.write(group.group_id, records)
         group.remove_member(member.member_id)
         group.group_epoch += 1
         group.endpoint_information_epoch += 1
         if not group.members:
             group.shutdown_requested_by = None
-        records.append(R.consumer_group_record(R.STREAMS_GROUP_METADATA, {"group_id": group.group_id},
-                                               self._metadata_value(group)))
         self.cancel_timers(group, member.member_id)
-        self.write(group.group_id, records)
 
     def member_session_timeout_ms(self, group: StreamsGroup, member: StreamsMember | None) -> int:
         return self.session_timeout_ms(group.group_id)

@@ -1,0 +1,234 @@
+"""A group change whose ``__consumer_offsets`` records are refused (a partition below min.insync.replicas, a lost
+leadership: the append raises before appending) leaves the group as it was, as Kafka's CoordinatorRuntime reverts
+its state to the last written offset: a ConsumerGroupHeartbeat (and a streams group's) that changed the group in
+memory before its write restores it, timers included; a fencing (session or rebalance timeout, leave) writes before
+it changes anything, and a timer's fencing whose write was refused tries again (Kafka's timer retry)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klog.broker.groups import GroupCoordinator
+from klog.broker.groups.modern import FENCE_RETRY_BACKOFF_MS
+from klog.protocol.errors import ErrorCode as E
+
+import test_streams_groups as S
+from groups_support import Client, FakeClock, run_async_tests
+from test_groups_consumer import Member
+from test_groups_migration import ClassicMember
+from test_groups_replicated_writes import ReplicatedContext
+
+SESSION = 10000
+SHARE_HEARTBEAT = 76
+
+
+async def _coordinator(topics: dict[str, int] | None = None, **config: Any
+                       ) -> tuple[GroupCoordinator, ReplicatedContext, FakeClock]:
+    clock = FakeClock()
+    ctx = ReplicatedContext(topics=topics or {"t": 4}, **{
+        "group.consumer.assignment.interval.ms": 0, "group.consumer.session.timeout.ms": SESSION,
+        "group.consumer.min.session.timeout.ms": 1000, **config})
+    coord = GroupCoordinator(ctx, clock=clock, persist=True)
+    await coord.start(run_timers=False)
+    ctx.auto = 0   # the ISR has every write at once
+    return coord, ctx, clock
+
+
+def _state(group: Any) -> tuple[Any, ...]:
+    """What a heartbeat may change of a consumer group, comparable."""
+    return (dict(group.members), {k: dict(v) for k, v in group.target.items()}, dict(group.partition_epochs),
+            dict(group.static_members), dict(group.subscription_metadata), group.group_epoch, group.assignment_epoch,
+            group.last_assignment_ms, sorted(group.session_keys))
+
+
+async def test_a_consumer_heartbeat_whose_records_are_refused_leaves_the_group_as_it_was() -> None:
+    coord, ctx, clock = await _coordinator()
+    a = Member(coord, "a")
+    for _ in range(2):
+        assert (await a.heartbeat()).error_code == E.NONE
+    group = coord.groups["g"]
+    before, written = _state(group), coord.records_written
+    ctx.refuse = E.NOT_ENOUGH_REPLICAS
+    b = Member(coord, "b")
+    r = await b.heartbeat()
+    assert r.error_code != E.NONE
+    # nothing of b's join stays: no member, no new epoch, no target, no partition taken from a
+    assert _state(group) == before and coord.records_written == written
+    ctx.refuse = None
+    # a keeps every partition (before: the ghost b, with no session timer, held half of them for ever)
+    for _ in range(3):
+        clock.now += SESSION // 2
+        coord.timer.poll()
+        assert (await a.heartbeat()).error_code == E.NONE
+    assert a.partitions(ctx) == {0, 1, 2, 3} and list(group.members) == [a.member_id]
+    # b's retry writes its join (before: it found nothing to change and wrote nothing)
+    assert (await b.heartbeat()).error_code == E.NONE
+    assert coord.records_written > written and b.member_id in group.members
+    await coord.stop()
+
+
+async def test_a_static_member_replaced_by_a_refused_rejoin_keeps_its_session_timer() -> None:
+    coord, ctx, clock = await _coordinator()
+    s = Member(coord, "s", instance="i1")
+    for _ in range(2):
+        assert (await s.heartbeat()).error_code == E.NONE
+    assert (await s.heartbeat(member_epoch=-2)).error_code == E.NONE   # leaves for now, keeps its instance id
+    group = coord.groups["g"]
+    before = _state(group)
+    ctx.refuse = E.NOT_ENOUGH_REPLICAS
+    again = Member(coord, "s2", instance="i1")
+    assert (await again.heartbeat()).error_code != E.NONE
+    assert _state(group) == before and s.member_id in group.session_keys
+    ctx.refuse = None
+    # the departed static member's session still ends (before: the refused rejoin held the instance id for ever)
+    clock.now += SESSION + 1
+    coord.timer.poll()
+    assert not group.members
+    await coord.stop()
+
+
+async def test_a_classic_member_join_whose_records_are_refused_leaves_the_consumer_group_as_it_was() -> None:
+    coord, ctx, clock = await _coordinator()
+    a = Member(coord, "a")
+    for _ in range(2):
+        assert (await a.heartbeat()).error_code == E.NONE
+    group = coord.groups["g"]
+    before, written = _state(group), coord.records_written
+    ctx.refuse = E.NOT_ENOUGH_REPLICAS
+    c = ClassicMember(coord, "c")
+    assert (await c.join()).error_code != E.NONE
+    assert _state(group) == before and coord.records_written == written
+    ctx.refuse = None
+    for _ in range(3):   # before: the classic ghost (no session timer) kept half the partitions from a
+        clock.now += SESSION // 2
+        coord.timer.poll()
+        assert (await a.heartbeat()).error_code == E.NONE
+    assert a.partitions(ctx) == {0, 1, 2, 3} and list(group.members) == [a.member_id]
+    await coord.stop()
+
+
+async def test_a_consumer_session_timeout_fencing_whose_write_is_refused_keeps_the_member_and_tries_again() -> None:
+    coord, ctx, clock = await _coordinator()
+    a, b = Member(coord, "a"), Member(coord, "b")
+    for _ in range(4):
+        await a.heartbeat()
+        await b.heartbeat()
+    group = coord.groups["g"]
+    before = _state(group)
+    ctx.refuse = E.NOT_ENOUGH_REPLICAS
+    clock.now += SESSION + 1
+    coord.timer.poll()   # both sessions end: neither fencing is written
+    # both stay as they were, their timers armed again (before: removed from memory, never written, no timer)
+    assert _state(group) == before
+    assert all(coord.timer.deadline(k) == clock.now + FENCE_RETRY_BACKOFF_MS for k in group.session_keys.values())
+    ctx.refuse = None
+    written = coord.records_written
+    clock.now += FENCE_RETRY_BACKOFF_MS
+    coord.timer.poll()
+    assert not group.members and group.group_epoch == before[5] + 2 and coord.records_written > written
+    await coord.stop()
+
+
+async def test_a_rebalance_timeout_fencing_whose_write_is_refused_keeps_the_member_and_tries_again() -> None:
+    coord, ctx, clock = await _coordinator(**{"group.consumer.session.timeout.ms": 60000})
+    a = Member(coord, "a")
+    for _ in range(2):
+        await a.heartbeat()
+    b = Member(coord, "b")
+    await b.heartbeat()
+    told = await a.heartbeat()              # a must revoke half; it keeps reporting them
+    assert told.error_code == E.NONE
+    group = coord.groups["g"]
+    ctx.refuse = E.NOT_ENOUGH_REPLICAS
+    clock.now += 30000 + 1                   # the Member's rebalance timeout
+    coord.timer.poll()
+    assert a.member_id in group.members
+    ctx.refuse = None
+    clock.now += FENCE_RETRY_BACKOFF_MS
+    coord.timer.poll()
+    assert a.member_id not in group.members and b.member_id in group.members
+    await coord.stop()
+
+
+async def test_a_consumer_leave_whose_write_is_refused_leaves_the_member_in() -> None:
+    coord, ctx, _ = await _coordinator()
+    a = Member(coord, "a")
+    for _ in range(2):
+        await a.heartbeat()
+    group = coord.groups["g"]
+    before = _state(group)
+    ctx.refuse = E.NOT_ENOUGH_REPLICAS
+    assert (await a.heartbeat(member_epoch=-1)).error_code != E.NONE
+    assert _state(group) == before
+    await coord.stop()
+
+
+async def test_a_share_session_timeout_fencing_whose_write_is_refused_keeps_the_member_and_tries_again() -> None:
+    coord, ctx, clock = await _coordinator(**{"group.coordinator.rebalance.protocols": "classic,consumer,share",
+                                              "group.share.session.timeout.ms": 45000})
+    c = Client(coord)
+    r = await c.call(SHARE_HEARTBEAT, 1, group_id="sg", member_id="m1", member_epoch=0, rack_id=None,
+                     subscribed_topic_names=["t"])
+    assert r.error_code == E.NONE
+    group = coord.groups["sg"]
+    ctx.refuse = E.NOT_ENOUGH_REPLICAS
+    clock.now += 45001
+    coord.timer.poll()
+    # before: the member stayed with no session timer, holding its partitions for ever
+    assert "m1" in group.members and coord.timer.deadline(group.session_keys["m1"]) == clock.now + 500
+    ctx.refuse = None
+    clock.now += FENCE_RETRY_BACKOFF_MS
+    coord.timer.poll()
+    assert not group.members
+    await coord.stop()
+
+
+async def _streams() -> tuple[GroupCoordinator, ReplicatedContext, FakeClock]:
+    return await _coordinator(S.TOPICS, **S.FAST)
+
+
+def _streams_state(group: Any) -> tuple[Any, ...]:
+    return (dict(group.members), dict(group.target), dict(group.active_owner), group.group_epoch,
+            group.assignment_epoch, group.endpoint_information_epoch, group.metadata_hash, sorted(group.session_keys))
+
+
+async def test_a_streams_heartbeat_whose_records_are_refused_leaves_the_group_as_it_was() -> None:
+    coord, ctx, clock = await _streams()
+    a = S.Member(coord, "a", "p1")
+    for _ in range(3):
+        await a.heartbeat()
+    assert a.active == S.ALL
+    group = coord.groups[S.APP]
+    before, written = _streams_state(group), coord.records_written
+    ctx.refuse = E.NOT_ENOUGH_REPLICAS
+    r = await Client(coord, "b").call(S.SGH, 0, **S.join("b", "p2"))
+    assert r.error_code != E.NONE
+    assert _streams_state(group) == before and coord.records_written == written
+    ctx.refuse = None
+    for _ in range(3):   # before: the ghost b (no session timer) kept half the tasks from a for ever
+        clock.now += 5000
+        coord.timer.poll()
+        await a.heartbeat()
+    assert a.active == S.ALL and list(group.members) == ["a"]
+    await coord.stop()
+
+
+async def test_a_streams_session_timeout_fencing_whose_write_is_refused_keeps_the_member_and_tries_again() -> None:
+    coord, ctx, clock = await _streams()
+    a = S.Member(coord, "a", "p1")
+    for _ in range(3):
+        await a.heartbeat()
+    group = coord.groups[S.APP]
+    before = _streams_state(group)
+    ctx.refuse = E.NOT_ENOUGH_REPLICAS
+    clock.now += 6001
+    coord.timer.poll()
+    assert _streams_state(group) == before
+    ctx.refuse = None
+    clock.now += FENCE_RETRY_BACKOFF_MS
+    coord.timer.poll()
+    assert not group.members
+    await coord.stop()
+
+
+run_async_tests(globals())
