@@ -333,16 +333,22 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
     if unverified:
         first = unverified[0][4]
         producers = broker.producers
+        operation = produce_operation(ctx.api_version)
+        # Transaction protocol 1 only: there a client's abort keeps the epoch, and nothing else refuses a batch
+        # verified for the transaction it ended. Under protocol 2 every end bumps the epoch (the batch is then
+        # fenced), and the coordinator's add may wait for the previous transaction's markers, which land on the
+        # partition during the wait: a guard would refuse the new transaction's first batch.
         guards = {(name, index): producers.start_verification(name, index, first.producer_id)
-                  for _, _, name, index, _ in unverified}
+                  for _, _, name, index, _ in unverified} if operation != ADD_PARTITION else {}
         codes = await broker.transactions.add_or_verify(request.transactional_id or "", first.producer_id,
                                                         first.producer_epoch,
                                                         [(name, index) for _, _, name, index, _ in unverified],
-                                                        produce_operation(ctx.api_version))
+                                                        operation)
         for partition_responses, slot, name, index, verdict in unverified:
             code = codes.get((name, index), errors.UNKNOWN_SERVER_ERROR)
-            guard = guards[(name, index)]
-            if not code and not producers.verification_holds(name, index, verdict.producer_id, guard) \
+            guard = guards.get((name, index))
+            if not code and guard is not None \
+                    and not producers.verification_holds(name, index, verdict.producer_id, guard) \
                     and not producers.in_transaction(name, index, verdict.producer_id, verdict.producer_epoch):
                 # a marker of the producer landed while its coordinator answered (the transaction it verified
                 # ended): appended now, the batch would open a transaction no marker closes (Kafka's
@@ -357,7 +363,8 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
             else:
                 partition_responses[slot] = _append_checked(broker, ctx, request, name, index, verdict, now_ms,
                                                             waits, leaders, learn_route=True)
-            producers.end_verification(name, index, verdict.producer_id, guard)
+            if guard is not None:
+                producers.end_verification(name, index, verdict.producer_id, guard)
     endpoints = leader_endpoints(broker, ctx.listener, leaders) if leaders else None
     if waits:
         return await _await_acks(request.acks, responses, waits, endpoints)
