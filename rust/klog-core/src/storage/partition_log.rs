@@ -212,6 +212,9 @@ pub struct PartitionLog {
     recovery_point: AtomicI64,
     /// Called (without the log's lock) after the log start offset moved, to persist it.
     on_log_start_change: Mutex<Option<Hook>>,
+    /// Called (without the log's lock) after a truncation lowered the recovery point, to persist it:
+    /// a checkpoint left above the truncation would skip the recovery of the rewritten segments.
+    on_recovery_point_lowered: Mutex<Option<Hook>>,
     /// Called (without the log's lock) after the high watermark moved up: the native Fetch path's
     /// parked long polls on this partition (`hw_watched` says whether one is set, read first).
     on_high_watermark_up: Mutex<Option<Hook>>,
@@ -584,6 +587,7 @@ impl PartitionLog {
             log_start_offset: AtomicI64::new(log_start),
             recovery_point: AtomicI64::new(recovery_point),
             on_log_start_change: Mutex::new(None),
+            on_recovery_point_lowered: Mutex::new(None),
             on_high_watermark_up: Mutex::new(None),
             high_watermark_waited: AtomicBool::new(false),
             hw_watched: AtomicBool::new(false),
@@ -800,6 +804,19 @@ impl PartitionLog {
         *self.on_log_start_change.lock().unwrap_or_else(|p| p.into_inner()) = hook;
     }
 
+    /// Call `hook` (without the log's lock) after a truncation lowered the recovery point
+    /// (Kafka's LogManager checkpoints the recovery points right after truncating); None: no more.
+    pub fn set_recovery_point_lowered_hook(&self, hook: Option<Hook>) {
+        *self.on_recovery_point_lowered.lock().unwrap_or_else(|p| p.into_inner()) = hook;
+    }
+
+    fn run_recovery_point_lowered_hook(&self) {
+        let hook = self.on_recovery_point_lowered.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(h) = hook {
+            h();
+        }
+    }
+
     fn lock(&self) -> StorageResult<MutexGuard<'_, LogState>> {
         let g = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if g.closed {
@@ -962,9 +979,12 @@ impl PartitionLog {
             }
             expect = b.last_offset + 1;
         }
-        let restarted = match restart_at {
-            Some(base) => self.restart_at_locked(&mut st, base)?.1,
-            None => false,
+        let (restarted, rp_lowered) = match restart_at {
+            Some(base) => {
+                let (_, started, lowered) = self.restart_at_locked(&mut st, base)?;
+                (started, lowered)
+            }
+            None => (false, false),
         };
         let first = batches[0].base_offset;
         if first > self.log_end_offset() {
@@ -986,6 +1006,9 @@ impl PartitionLog {
         drop(st);
         if restarted {
             self.run_log_start_hook();
+        }
+        if rp_lowered {
+            self.run_recovery_point_lowered_hook();
         }
         Ok(info)
     }
@@ -1367,6 +1390,19 @@ impl PartitionLog {
     /// Remove every batch from the one holding `offset` on (replication's truncation).
     /// An offset below the log start empties the log and restarts it there.
     pub fn truncate_to(&self, offset: i64) -> StorageResult<()> {
+        let (rp_lowered, start_moved) = self.truncate_to_locked(offset)?;
+        if start_moved {
+            self.run_log_start_hook();
+        }
+        if rp_lowered {
+            self.run_recovery_point_lowered_hook();
+        }
+        Ok(())
+    }
+
+    /// `truncate_to` under the log's lock: (the recovery point went down, the log start moved);
+    /// the caller runs the hooks once the lock is released.
+    fn truncate_to_locked(&self, offset: i64) -> StorageResult<(bool, bool)> {
         let mut st = self.lock()?;
         let interval = st.config.index_interval_bytes as u64;
         let leo = self.log_end_offset();
@@ -1378,7 +1414,7 @@ impl PartitionLog {
             if st.epochs.len() != before {
                 self.save_epochs(&mut st);
             }
-            return Ok(());
+            return Ok((false, false));
         }
         if offset < 0 {
             return Err(StorageError::InvalidArgument(format!("cannot truncate {} to negative offset {offset}", self.name())));
@@ -1388,6 +1424,7 @@ impl PartitionLog {
         st.generation += 1;
         let mut new_leo = offset;
         let now = now_ms();
+        let old_start = self.log_start_offset();
         // Whole segments cut off are retired like retention's (renamed `*.deleted`, removed after
         // file.delete.delay.ms): a fetch already holding their slices finishes reading them.
         if offset <= self.log_start_offset() {
@@ -1421,13 +1458,13 @@ impl PartitionLog {
         // setter's compare-and-exchange runs without the lock) must not be raised back to new_leo,
         // and a setter whose exchange follows this one then sees the new log end and clamps to it.
         self.high_watermark.fetch_min(new_leo, Ordering::AcqRel);
-        self.recovery_point.fetch_min(new_leo, Ordering::AcqRel);
+        let old_rp = self.recovery_point.fetch_min(new_leo, Ordering::AcqRel);
         let before = st.epochs.len();
         st.epochs.retain(|&(_, o)| o < new_leo);
         if st.epochs.len() != before {
             self.save_epochs(&mut st);
         }
-        Ok(())
+        Ok((old_rp > new_leo, self.log_start_offset() != old_start))
     }
 
     /// Empty the log and restart it at `offset` (Kafka's `truncateFullyAndStartAt`): a follower
@@ -1439,12 +1476,15 @@ impl PartitionLog {
         if offset < 0 {
             return Err(StorageError::InvalidArgument(format!("cannot restart {} at negative offset {offset}", self.name())));
         }
-        let (hw_up, start_moved) = {
+        let (hw_up, start_moved, rp_lowered) = {
             let mut st = self.lock()?;
             self.restart_at_locked(&mut st, offset)?
         };
         if start_moved {
             self.run_log_start_hook(); // the log manager checkpoints the new log start
+        }
+        if rp_lowered {
+            self.run_recovery_point_lowered_hook();
         }
         if hw_up {
             self.call_high_watermark_hook();
@@ -1453,8 +1493,8 @@ impl PartitionLog {
     }
 
     /// `truncate_fully_and_start_at` under the log's lock: (the high watermark moved up, the log
-    /// start moved); the caller runs the hooks once the lock is released.
-    fn restart_at_locked(&self, st: &mut LogState, offset: i64) -> StorageResult<(bool, bool)> {
+    /// start moved, the recovery point went down); the caller runs the hooks once the lock is released.
+    fn restart_at_locked(&self, st: &mut LogState, offset: i64) -> StorageResult<(bool, bool, bool)> {
         st.max_timestamp_answer = None;
         // the cleaner abandons what it planned on the segments retired here
         st.generation += 1;
@@ -1476,12 +1516,12 @@ impl PartitionLog {
             self.log_end_offset.store(offset, Ordering::Release);
         }
         let old_hw = self.high_watermark.swap(offset, Ordering::AcqRel);
-        self.recovery_point.store(offset, Ordering::Release);
+        let old_rp = self.recovery_point.swap(offset, Ordering::AcqRel);
         if !st.epochs.is_empty() {
             st.epochs.clear();
             self.save_epochs(st);
         }
-        Ok((offset > old_hw, offset != old_start))
+        Ok((offset > old_hw, offset != old_start, old_rp > offset))
     }
 
     /// Delete old segments by `retention.ms` and `retention.bytes` (and those wholly below
