@@ -1820,7 +1820,9 @@ fn recover_from(
         }
         let seg = segments.get_mut(b).expect("key from map");
         let last_epoch = epochs.last().map_or(-1, |&(e, _)| e);
-        let res = seg.scan_checked(true, interval, &TailChecks { from: checks_from, allow_gaps: compacted, last_epoch })?;
+        let next_base = bases.get(i + 1).copied();
+        let checks = TailChecks { from: checks_from, allow_gaps: compacted, last_epoch, next_base };
+        let res = seg.scan_checked(true, interval, &checks)?;
         // Written, not fsynced: a crash before the next flush recovers this range again. On a
         // full disk the rebuilt index stays in memory (served from there, written on a flush).
         if let Err(e) = seg.persist_indexes(false) {
@@ -2318,6 +2320,60 @@ mod tests {
         assert!(warnings.iter().any(|w| w.contains("recovery truncated") && w.contains("above the expected 18")),
                 "{warnings:?}");
         assert_eq!(log.append(&batch(1, 0), 3, 0).unwrap().base_offset, 18);
+    }
+
+    /// A log of three segments (offsets 0.., each batch one 500-byte record) reopened after a crash
+    /// (recovery point 0) with the bytes of the first segment from its `keep`-th batch on zeroed
+    /// (past its last batch: 4 KiB of zeros appended): (the directory, the log, its first segment's
+    /// batch count).
+    fn reopen_with_first_segment_zeroed_from(name: &str, keep: usize) -> (TempDir, PartitionLog, usize) {
+        let d = TempDir::new(name);
+        let cfg = LogConfig { segment_bytes: 20000, ..Default::default() };
+        let one = || {
+            let mut w = BatchWriter::new(EncodeOptions::default());
+            w.append::<&[u8], &[u8]>(0, None, Some(&[b'x'; 500]), &[]).unwrap();
+            w.finish().unwrap()
+        };
+        {
+            let log = open(&d.0, cfg.clone(), true);
+            for _ in 0..80 {
+                log.append(&one(), 0, 0).unwrap();
+            }
+            assert_eq!(log.segment_bases().unwrap().len(), 3);
+            log.close().unwrap();
+        }
+        let path = d.0.join("00000000000000000000.log");
+        let mut data = fs::read(&path).unwrap();
+        let starts: Vec<usize> = BatchIter::new(&data).map(|b| b.unwrap().0).collect();
+        match starts.get(keep) {
+            Some(&cut) => data[cut..].fill(0),
+            None => data.resize(data.len() + 4096, 0), // every batch kept, zeros after them
+        }
+        fs::write(&path, &data).unwrap();
+        let opts = OpenOptions { clean_shutdown: false, recovery_point: Some(0), ..Default::default() };
+        let log = PartitionLog::open(&d.0, "t", 0, cfg, opts).unwrap();
+        (d, log, starts.len())
+    }
+
+    #[test]
+    fn recovery_deletes_the_segments_after_a_sealed_one_whose_last_batches_are_zeros() {
+        // a power loss after a roll: the sealed segment's size reached the disk, its last blocks did not
+        let (_d, log, n) = reopen_with_first_segment_zeroed_from("plog-zero-sealed", 29);
+        assert!(n > 29);
+        // offsets 29..n are gone: the later segments go too (the replica refetches from 29), no hole
+        assert_eq!(log.segment_bases().unwrap(), vec![0]);
+        assert_eq!(log.log_end_offset(), 29);
+        assert_eq!(read_all(&log, 0).last().map(|b| b.1), Some(28));
+    }
+
+    #[test]
+    fn recovery_keeps_the_segments_after_a_sealed_one_whose_zero_tail_follows_its_last_batch() {
+        // zeros after every batch (a roll's trim of preallocated space lost in a crash): nothing is missing
+        let (_d, log, n) = reopen_with_first_segment_zeroed_from("plog-zero-sealed-full", usize::MAX);
+        assert_eq!(log.segment_bases().unwrap().len(), 3);
+        assert_eq!(log.log_end_offset(), 80);
+        assert_eq!(read_all(&log, 0).len(), n, "the first segment's batches are all served");
+        assert_eq!(read_all(&log, n as i64).first(), Some(&(n as i64, n as i64)));
     }
 
     #[test]

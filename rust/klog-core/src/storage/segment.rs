@@ -140,10 +140,16 @@ pub struct TailChecks {
     pub allow_gaps: bool,
     /// The highest leader epoch of the batches before this segment.
     pub last_epoch: i32,
+    /// The base offset of the next segment (None: this is the active one). A zero tail is
+    /// preallocated space (trimmed, nothing dropped) only in the active segment, or in a sealed one
+    /// whose batches reach the next segment (a roll's trim lost in a crash). Otherwise the zeros are
+    /// batches a power loss never wrote (a roll does not fsync the old segment): dropped bytes, so
+    /// recovery deletes the later segments rather than leave a hole in the offsets (as Kafka does).
+    pub next_base: Option<i64>,
 }
 
 impl TailChecks {
-    pub const NONE: TailChecks = TailChecks { from: i64::MAX, allow_gaps: true, last_epoch: -1 };
+    pub const NONE: TailChecks = TailChecks { from: i64::MAX, allow_gaps: true, last_epoch: -1, next_base: None };
 }
 
 #[derive(Debug, Clone)]
@@ -603,10 +609,17 @@ impl Segment {
             }
         }
         let mut dropped = data.len() - pos;
-        // A zero tail is preallocated space (`preallocate=true`) never written: not data.
-        let zero_tail = failure.is_some() && truncate && data[pos..].iter().all(|&b| b == 0);
+        // A zero tail of the active segment is preallocated space (`preallocate=true`) never
+        // written: not data. In a sealed segment it is lost data (see `TailChecks::zero_tail_is_space`).
+        let all_zero = failure.is_some() && truncate && data[pos..].iter().all(|&b| b == 0);
+        let zero_tail = all_zero && checks.next_base.is_none_or(|n| next_offset >= n);
         if zero_tail {
             dropped = 0;
+        } else if all_zero {
+            failure = Some(format!(
+                "{dropped} bytes of zeros in a sealed segment whose batches end before the next segment's base {} (never written)",
+                checks.next_base.unwrap_or(next_offset)
+            ));
         }
         drop(map);
         // As at seal/close: the last time-index entry is the segment's largest timestamp.
