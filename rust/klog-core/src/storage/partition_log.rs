@@ -1428,16 +1428,11 @@ impl PartitionLog {
         // Whole segments cut off are retired like retention's (renamed `*.deleted`, removed after
         // file.delete.delay.ms): a fetch already holding their slices finishes reading them.
         if offset <= self.log_start_offset() {
-            for (_, s) in std::mem::take(&mut st.segments) {
-                Self::retire_segment(&mut st, s, now)?;
-            }
-            let pre = preallocation(st.config.as_ref());
-            st.segments.insert(offset, Box::new(Segment::create(&self.dir(), offset, now_ms(), pre)?.with_fd_budget(self.fd_budget.clone())));
-            st.dir_dirty = true;
+            self.restart_segments_at(&mut st, offset, now)?;
             self.log_start_offset.store(offset, Ordering::Release);
         } else {
             let later: Vec<i64> = st.segments.range(offset..).map(|(b, _)| *b).collect();
-            let keep_first = *st.segments.keys().next().expect("log has segments");
+            let keep_first = *st.segments.keys().next().ok_or_else(|| self.no_segments())?;
             for b in later {
                 if b == keep_first {
                     continue;
@@ -1498,13 +1493,7 @@ impl PartitionLog {
         st.max_timestamp_answer = None;
         // the cleaner abandons what it planned on the segments retired here
         st.generation += 1;
-        let now = now_ms();
-        for (_, s) in std::mem::take(&mut st.segments) {
-            Self::retire_segment(st, s, now)?;
-        }
-        let pre = preallocation(st.config.as_ref());
-        st.segments.insert(offset, Box::new(Segment::create(&self.dir(), offset, now, pre)?.with_fd_budget(self.fd_budget.clone())));
-        st.dir_dirty = true;
+        self.restart_segments_at(st, offset, now_ms())?;
         // the bounds move so that the start never passes the end (a lock-free high watermark
         // setter clamps between them)
         let old_start = self.log_start_offset();
@@ -1522,6 +1511,49 @@ impl PartitionLog {
             self.save_epochs(st);
         }
         Ok((offset > old_hw, offset != old_start, old_rp > offset))
+    }
+
+    /// Retire every segment and go on with a new empty one at `offset` (a full truncation). The
+    /// new segment is made first, so a failed create (ENOSPC, EMFILE, EIO) leaves the log as it
+    /// was; only when a segment already has base `offset` must that name be freed first. A failure
+    /// once the segments changed closes the log (every later call errors): left without segments,
+    /// or with the new one under the old bounds, it must not be served.
+    fn restart_segments_at(&self, st: &mut LogState, offset: i64, now: i64) -> StorageResult<()> {
+        let pre = preallocation(st.config.as_ref());
+        let dir = self.dir();
+        let create = || Segment::create(&dir, offset, now, pre).map(|s| Box::new(s.with_fd_budget(self.fd_budget.clone())));
+        let clash = st.segments.contains_key(&offset);
+        let new = if clash { None } else { Some(create()?) };
+        st.dir_dirty = true;
+        let old = std::mem::take(&mut st.segments);
+        if let Some(new) = new {
+            st.segments.insert(offset, new);
+        }
+        let mut res = Ok(());
+        for (_, s) in old {
+            // the others are still retired: a file left behind would come back at the next start
+            if let Err(e) = Self::retire_segment(st, s, now) {
+                res = res.and(Err(e));
+            }
+        }
+        if clash && res.is_ok() {
+            match create() {
+                Ok(s) => {
+                    st.segments.insert(offset, s);
+                }
+                Err(e) => res = Err(e),
+            }
+        }
+        if let Err(e) = &res {
+            st.closed = true;
+            warn(format!("{} is closed until a restart: a full truncation to {offset} failed midway: {e}", self.name()));
+        }
+        res
+    }
+
+    /// The error of a log found without segments (closed after a failed full truncation).
+    fn no_segments(&self) -> StorageError {
+        StorageError::Closed(format!("{} (it has no segments)", self.name()))
     }
 
     /// Delete old segments by `retention.ms` and `retention.bytes` (and those wholly below
@@ -1594,7 +1626,7 @@ impl PartitionLog {
         let mut st = self.lock()?;
         let config = *st.config;
         let bases: Vec<i64> = st.segments.keys().copied().collect();
-        let active_base = *bases.last().expect("a log has segments");
+        let active_base = *bases.last().ok_or_else(|| self.no_segments())?;
         let interval = config.index_interval_bytes as u64;
         let mut segments = Vec::with_capacity(bases.len().saturating_sub(1));
         for (i, &b) in bases[..bases.len() - 1].iter().enumerate() {
@@ -1667,7 +1699,7 @@ impl PartitionLog {
     pub fn swap_in_cleaned_until(&self, groups: &[Vec<i64>], generation: u64, steps: u8) -> StorageResult<Option<u64>> {
         use super::cleaner::swap::{rename_suffix, CLEANED_SUFFIX, SWAP_SUFFIX};
         let mut st = self.lock()?;
-        let active = *st.segments.keys().next_back().expect("a log has segments");
+        let active = *st.segments.keys().next_back().ok_or_else(|| self.no_segments())?;
         if groups.is_empty()
             || st.generation != generation
             || groups.iter().any(|g| g.is_empty() || g.iter().any(|b| !st.segments.contains_key(b) || *b >= active))
@@ -2353,6 +2385,42 @@ mod tests {
         let opts = OpenOptions { clean_shutdown: false, recovery_point: Some(0), ..Default::default() };
         let log = PartitionLog::open(&d.0, "t", 0, cfg, opts).unwrap();
         (d, log, starts.len())
+    }
+
+    #[test]
+    fn a_full_truncation_whose_new_segment_cannot_be_made_keeps_the_log() {
+        let d = TempDir::new("plog-restart-create-fails");
+        let log = open(&d.0, LogConfig { file_delete_delay_ms: 60_000, ..Default::default() }, true);
+        for i in 0..10 {
+            log.append(&batch(1, i), 0, 0).unwrap();
+        }
+        // something in the way of the new segment's file: its create fails (as on ENOSPC, EMFILE, EIO)
+        fs::create_dir(d.0.join("00000000000000000050.log")).unwrap();
+        assert!(log.truncate_fully_and_start_at(50).is_err());
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 10));
+        assert_eq!(log.segment_bases().unwrap(), vec![0]);
+        assert_eq!(read_all(&log, 0).len(), 10);
+        log.truncate_to(5).unwrap();
+        assert_eq!(log.log_end_offset(), 5);
+        assert!(log.cleaner_view().is_ok());
+    }
+
+    #[test]
+    fn a_full_truncation_that_fails_after_retiring_the_segments_closes_the_log_instead_of_panicking() {
+        let d = TempDir::new("plog-restart-retire-fails");
+        let log = open(&d.0, LogConfig { file_delete_delay_ms: 60_000, ..Default::default() }, true);
+        for i in 0..10 {
+            log.append(&batch(1, i), 0, 0).unwrap();
+        }
+        // the segment at 0 must go before a new one takes its name; its rename to `.deleted` fails
+        fs::create_dir(d.0.join("00000000000000000000.log.deleted")).unwrap();
+        assert!(log.truncate_to(0).is_err());
+        // no segments left: every call errors (a panic here crossed the FFI as a PanicException)
+        assert!(matches!(log.truncate_to(3), Err(StorageError::Closed(_))));
+        assert!(matches!(log.cleaner_view(), Err(StorageError::Closed(_))));
+        assert!(matches!(log.swap_in_cleaned(&[vec![0]], 0), Err(StorageError::Closed(_))));
+        assert!(log.read(0, 1 << 20, None, true).is_err());
+        assert!(log.append(&batch(1, 0), 0, 0).is_err());
     }
 
     #[test]
