@@ -2388,6 +2388,41 @@ mod tests {
     }
 
     #[test]
+    fn a_read_over_a_batch_whose_length_was_damaged_stops_there_without_reading_that_length() {
+        let d = TempDir::new("plog-huge-length");
+        let cfg = LogConfig { index_interval_bytes: 4096, ..Default::default() };
+        {
+            let log = open(&d.0, cfg.clone(), true);
+            for _ in 0..200 {
+                log.append(&batch(1, 0), 0, 0).unwrap();
+            }
+            log.close().unwrap();
+        }
+        let path = d.0.join("00000000000000000000.log");
+        let mut data = fs::read(&path).unwrap();
+        let at = BatchIter::new(&data).map(|b| b.unwrap().0).nth(2).unwrap();
+        // a length field (outside the CRC) damaged to ~2 GiB
+        data[at + 8..at + 12].copy_from_slice(&0x7ff0_0000i32.to_be_bytes());
+        fs::write(&path, &data).unwrap();
+        let _serial = WARNINGS.lock().unwrap_or_else(|p| p.into_inner());
+        super::super::events::take_warnings();
+        // the two intact batches before it are served; the damaged one is refused from its header
+        // alone (before the fix, a 2 GiB buffer was allocated to read it, then found short of the file)
+        let log = open(&d.0, cfg.clone(), true);
+        assert_eq!(read_all(&log, 0), vec![(0, 0), (1, 1)]);
+        let warnings = super::super::events::take_warnings();
+        assert!(warnings.iter().any(|w| w.contains("runs past the end of the range")), "{warnings:?}");
+        drop(log);
+        // a read from the damaged batch itself: an error naming the file and byte
+        let log = open(&d.0, cfg, true);
+        let err = log.read(2, 1 << 20, None, true).unwrap_err();
+        assert!(matches!(err, StorageError::CorruptLog { .. }), "{err}");
+        let err = err.to_string();
+        assert!(err.contains("00000000000000000000.log") && err.contains(&format!("at byte {at}")), "{err}");
+        assert!(err.contains("runs past the end of the"), "{err}");
+    }
+
+    #[test]
     fn a_full_truncation_whose_new_segment_cannot_be_made_keeps_the_log() {
         let d = TempDir::new("plog-restart-create-fails");
         let log = open(&d.0, LogConfig { file_delete_delay_ms: 60_000, ..Default::default() }, true);

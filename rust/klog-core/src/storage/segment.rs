@@ -35,6 +35,16 @@ const HEADER_READ_FIRST: usize = 512;
 const HEADER_READ_MAX: usize = 16 * 1024;
 /// Bytes read at once when checking the CRCs of data about to be served for the first time.
 const VERIFY_READ_CHUNK: usize = 1 << 20;
+
+/// Whether the batch of `size` bytes at `at` ends by `end`, the end of the range being verified
+/// (a batch boundary); checked before a read sized by `size`, a length the CRC does not cover.
+fn batch_within(at: u64, size: usize, end: u64) -> Result<(), String> {
+    if size as u64 > end.saturating_sub(at) {
+        return Err(format!("batch of {size} bytes runs past the end of the range (byte {end})"));
+    }
+    Ok(())
+}
+
 /// Disjoint byte ranges of a segment remembered as checked (a few consumers reading at
 /// different places); beyond this many the smallest is forgotten (checked again if re-read).
 const MAX_VERIFIED_RANGES: usize = 8;
@@ -895,12 +905,14 @@ impl Segment {
     /// damaged batch's position; damage at `start` itself is an error naming file, byte and
     /// offset.
     pub fn verify_range(&mut self, start: u64, end: u64, start_offset: i64) -> StorageResult<u64> {
+        // `end` is a batch boundary (the read walked the headers up to it): no intact batch crosses it.
         if let Some(c) = self.corrupt_at {
             if c <= start {
                 return Err(StorageError::corrupt(&self.log_path, c, format!("data from offset {start_offset} on is damaged; not served")));
             }
         }
-        let end = self.corrupt_at.map_or(end, |c| end.min(c));
+        // never past the data (nor the damage): a batch running past it is then refused by its header
+        let end = end.min(self.limit()?);
         let mut pos = self.verified.checked_until(start);
         if pos >= end {
             return Ok(end);
@@ -929,6 +941,11 @@ impl Segment {
                         break 'outer;
                     }
                 };
+                // before any read sized by it: a damaged length would allocate up to 2 GiB
+                if let Err(e) = batch_within(at, h.size(), end) {
+                    failure = Some((at, Some(h.base_offset), e));
+                    break 'outer;
+                }
                 if h.size() > rest.len() {
                     if off > 0 {
                         break; // refill from this batch
@@ -1204,6 +1221,14 @@ mod tests {
         assert!(v.covers(0, 500));
         v.truncate(120);
         assert!(v.covers(0, 120) && !v.covers(0, 121));
+    }
+
+    #[test]
+    fn a_batch_length_past_the_verified_range_is_refused_before_any_read_sized_by_it() {
+        assert!(batch_within(100, 50, 150).is_ok());
+        let e = batch_within(1144, 0x7ff0_000c, 114_400).unwrap_err();
+        assert!(e.contains("2146435084 bytes runs past the end of the range"), "{e}");
+        assert!(batch_within(200, 1, 100).is_err());
     }
 
     #[test]
