@@ -387,3 +387,103 @@ def test_a_fetch_of_a_corrupt_segment_gets_corrupt_message_not_the_bytes(tmp_pat
             partition = fetch(offset)
             assert partition.error_code == 2, partition  # CORRUPT_MESSAGE
             assert not partition.records
+
+
+TRUNCATING_FOLLOWER = textwrap.dedent(
+    """
+    import os, sys
+    sys.path.insert(0, sys.argv[2])
+    from klog._native import LogConfig, LogManager
+    from test_storage import make_batch
+    m = LogManager([sys.argv[1]], LogConfig(segment_bytes=20000))
+    log = m.create("t", 0)
+    for i in range(120):
+        log.append(make_batch([b"a" * 500]), leader_epoch=0)
+    log.flush()
+    m.checkpoint()
+    log.truncate_to(50)      # as the replica fetcher truncates a follower (across segment boundaries)
+    for i in range(80):
+        log.append(make_batch([b"b" * 500]), leader_epoch=1)
+    print(open(os.path.join(sys.argv[1], "recovery-point-offset-checkpoint")).read().split()[-1])
+    os._exit(0)              # a crash: no close, no periodic checkpoint, no clean-shutdown marker
+    """
+)
+
+
+def test_a_follower_truncation_checkpoints_the_recovery_point_so_a_crash_recovers_what_it_rewrote(tmp_path, caplog):
+    """Before, the truncation lowered the recovery point in memory only: a crash before the next periodic
+    checkpoint reopened the log at the old recovery point (120), above the segments rewritten after offset 50,
+    which were neither recovered nor later fsynced; a batch torn there was served as data."""
+    d = str(tmp_path / "logs")
+    out = subprocess.run([sys.executable, "-c", TRUNCATING_FOLLOWER, d, os.path.dirname(__file__)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.split()[-1]) == 50
+    # the crash tore the rewritten batch at offset 60 (below the old recovery point)
+    part = os.path.join(d, "t-0")
+    base = max(b for b in (int(f[:-4]) for f in os.listdir(part) if f.endswith(".log")) if b <= 60)
+    path = seg(part, base)
+    with open(path, "r+b") as f:
+        data = bytearray(f.read())
+        pos = 0
+        while int.from_bytes(data[pos:pos + 8], "big") != 60:
+            pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+        data[pos + 100] ^= 0xFF
+        f.seek(0)
+        f.write(data)
+    caplog.set_level(logging.WARNING, LOGGER)
+    m = LogManager([d], LogConfig(segment_bytes=20000))
+    log = m.get("t", 0)
+    assert log.recovery_point <= 50
+    assert log.log_end_offset == 60
+    assert any("recovery truncated" in r.getMessage() and "(offset 60)" in r.getMessage() for r in caplog.records)
+    assert_consistent(log)
+    m.close()
+
+
+EMPTIED_BY_A_FAILED_TRUNCATION = textwrap.dedent(
+    """
+    import resource, signal, sys
+    sys.path.insert(0, sys.argv[2])
+    from klog._native import LogConfig, LogManager
+    from test_storage import make_batch
+    cfg = LogConfig(segment_bytes=8 << 20, preallocate=True, file_delete_delay_ms=60000)
+    m = LogManager([sys.argv[1]], cfg)
+    log = m.create("t", 0)
+    for i in range(20):
+        log.append(make_batch([b"a" * 500]), leader_epoch=0)
+    # a full disk: the new segment's preallocation fails (RLIMIT_FSIZE gives EFBIG, as ENOSPC would)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, hard))
+    calls = [lambda: log.truncate_to(0)]
+    calls += [lambda: log.truncate_to(10), lambda: log.read(5, 1 << 20),
+              lambda: log.append(make_batch([b"z"]), leader_epoch=0), lambda: log.truncate_fully_and_start_at(30)]
+    for i, call in enumerate(calls):
+        try:
+            call()
+            print(i, "ok")
+        except Exception as e:      # a PanicException (a BaseException) escapes this and the test fails
+            print(i, type(e).__name__)
+        if i == 0:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    """
+)
+
+
+def test_a_full_truncation_that_cannot_make_its_new_segment_fails_with_storage_errors_not_a_panic(tmp_path):
+    """Before, the segments were retired before the new one was made: a failed create left the log without
+    segments, and the next truncate_to panicked ("log has segments") across the FFI, a PanicException that
+    ``except Exception`` does not catch. Now the log is closed: every later call raises StorageError."""
+    d = str(tmp_path / "logs")
+    out = subprocess.run([sys.executable, "-c", EMPTIED_BY_A_FAILED_TRUNCATION, d, os.path.dirname(__file__)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:5] == ["0 StorageError", "1 StorageError", "2 StorageError", "3 StorageError",
+                                          "4 StorageError"], out.stdout + out.stderr
+    # the next start finds the retired files and begins the log empty at its start
+    m = LogManager([d], LogConfig())
+    log = m.get("t", 0)
+    assert log.log_end_offset == log.log_start_offset
+    log.append(make_batch([b"after"]), leader_epoch=0)
+    m.close()

@@ -353,6 +353,16 @@ impl LogManager {
                 }
             }
         })));
+        // A truncation (a follower's, whoever calls it) checkpoints the dir's recovery points at
+        // once, as Kafka's LogManager.truncateTo: until the periodic checkpoint a crash would reopen
+        // the log at the old, higher recovery point, skipping the recovery (and the flush) of the
+        // segments rewritten below it. A failed write takes the dir offline.
+        let weak: Weak<Shared> = Arc::downgrade(&self.shared);
+        log.set_recovery_point_lowered_hook(Some(Arc::new(move || {
+            if let Some(s) = weak.upgrade() {
+                s.write_or_offline(dir, || s.write_recovery_point_checkpoint(dir));
+            }
+        })));
     }
 
     fn check_open(&self) -> StorageResult<()> {
@@ -608,6 +618,7 @@ impl LogManager {
         let now = now_ms();
         for (_, d, log) in &victims {
             log.set_log_start_hook(None);
+            log.set_recovery_point_lowered_hook(None);
             if let Some((renamed, delay)) = log.rename_for_delete()? {
                 if delay == 0 {
                     fs::remove_dir_all(&renamed).ctx("delete", &renamed)?;
@@ -833,6 +844,83 @@ mod tests {
         assert_eq!((log.log_start_offset(), log.log_end_offset()), (50, 50));
         log.append(&batch(), 0, 0).unwrap();
         assert_eq!(log.log_end_offset(), 51);
+        drop(log);
+        mgr.close().unwrap();
+    }
+
+    /// The `.log` files of a partition directory, by base offset.
+    fn segment_files(dir: &Path) -> Vec<(i64, PathBuf)> {
+        let mut v: Vec<(i64, PathBuf)> = fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| {
+                let p = e.unwrap().path();
+                let name = p.file_name()?.to_str()?.to_owned();
+                let base = name.strip_suffix(".log")?.parse().ok()?;
+                Some((base, p))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_truncation_checkpoints_the_recovery_point_so_a_crash_recovers_the_rewritten_segments() {
+        use crate::batch::records::{BatchWriter, EncodeOptions};
+        let tmp = super::super::test_dir::TempDir::new("truncate-rp-checkpoint");
+        let dir = tmp.0.join("a");
+        let cfg = LogConfig { segment_bytes: 20000, ..LogConfig::default() };
+        let batch = |v: u8| {
+            let mut w = BatchWriter::new(EncodeOptions::default());
+            w.append::<&[u8], &[u8]>(0, None, Some(&[v; 500]), &[]).unwrap();
+            w.finish().unwrap()
+        };
+        let rp_on_disk = || read_offsets(&dir.join(RECOVERY_POINT_CHECKPOINT)).unwrap().get(&("t".to_owned(), 0)).copied();
+        let mgr = LogManager::open(std::slice::from_ref(&dir), cfg.clone()).unwrap();
+        let log = mgr.create("t", 0, None).unwrap();
+        for _ in 0..120 {
+            log.append(&batch(b'a'), 0, 0).unwrap();
+        }
+        log.flush().unwrap();
+        mgr.checkpoint().unwrap();
+        assert_eq!(rp_on_disk(), Some(120));
+        // a follower's truncation across segment boundaries, then other batches past the old recovery point
+        log.truncate_to(50).unwrap();
+        assert_eq!(rp_on_disk(), Some(50), "the checkpoint follows the truncation at once");
+        for _ in 0..80 {
+            log.append(&batch(b'b'), 1, 0).unwrap();
+        }
+        assert_eq!(log.log_end_offset(), 130);
+        // a crash: no close, no checkpoint, no clean-shutdown marker; a rewritten batch was torn
+        drop(log);
+        drop(mgr);
+        let part = dir.join("t-0");
+        let (_, seg) = segment_files(&part).into_iter().filter(|(b, _)| *b <= 60).next_back().unwrap();
+        let mut data = fs::read(&seg).unwrap();
+        let mut pos = 0;
+        loop {
+            let base = i64::from_be_bytes(data[pos..pos + 8].try_into().unwrap());
+            let len = i32::from_be_bytes(data[pos + 8..pos + 12].try_into().unwrap()) as usize;
+            if base == 60 {
+                data[pos + 100] ^= 0xff;
+                break;
+            }
+            pos += 12 + len;
+        }
+        fs::write(&seg, &data).unwrap();
+        let mgr = LogManager::open(std::slice::from_ref(&dir), cfg).unwrap();
+        let log = mgr.get("t", 0).unwrap();
+        // recovery ran from the truncation point: the torn batch and everything after it are cut
+        assert!(log.recovery_point() <= 50, "recovery point {}", log.recovery_point());
+        assert_eq!(log.log_end_offset(), 60);
+        // a truncation that leaves the recovery point alone writes nothing
+        log.flush().unwrap();
+        mgr.checkpoint().unwrap();
+        let before = rp_on_disk();
+        log.truncate_to(70).unwrap();
+        assert_eq!(rp_on_disk(), before);
+        // and a full restart below the recovery point checkpoints it too
+        log.truncate_fully_and_start_at(40).unwrap();
+        assert_eq!(rp_on_disk(), Some(40));
         drop(log);
         mgr.close().unwrap();
     }

@@ -212,6 +212,9 @@ pub struct PartitionLog {
     recovery_point: AtomicI64,
     /// Called (without the log's lock) after the log start offset moved, to persist it.
     on_log_start_change: Mutex<Option<Hook>>,
+    /// Called (without the log's lock) after a truncation lowered the recovery point, to persist it:
+    /// a checkpoint left above the truncation would skip the recovery of the rewritten segments.
+    on_recovery_point_lowered: Mutex<Option<Hook>>,
     /// Called (without the log's lock) after the high watermark moved up: the native Fetch path's
     /// parked long polls on this partition (`hw_watched` says whether one is set, read first).
     on_high_watermark_up: Mutex<Option<Hook>>,
@@ -584,6 +587,7 @@ impl PartitionLog {
             log_start_offset: AtomicI64::new(log_start),
             recovery_point: AtomicI64::new(recovery_point),
             on_log_start_change: Mutex::new(None),
+            on_recovery_point_lowered: Mutex::new(None),
             on_high_watermark_up: Mutex::new(None),
             high_watermark_waited: AtomicBool::new(false),
             hw_watched: AtomicBool::new(false),
@@ -800,6 +804,19 @@ impl PartitionLog {
         *self.on_log_start_change.lock().unwrap_or_else(|p| p.into_inner()) = hook;
     }
 
+    /// Call `hook` (without the log's lock) after a truncation lowered the recovery point
+    /// (Kafka's LogManager checkpoints the recovery points right after truncating); None: no more.
+    pub fn set_recovery_point_lowered_hook(&self, hook: Option<Hook>) {
+        *self.on_recovery_point_lowered.lock().unwrap_or_else(|p| p.into_inner()) = hook;
+    }
+
+    fn run_recovery_point_lowered_hook(&self) {
+        let hook = self.on_recovery_point_lowered.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(h) = hook {
+            h();
+        }
+    }
+
     fn lock(&self) -> StorageResult<MutexGuard<'_, LogState>> {
         let g = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if g.closed {
@@ -962,9 +979,12 @@ impl PartitionLog {
             }
             expect = b.last_offset + 1;
         }
-        let restarted = match restart_at {
-            Some(base) => self.restart_at_locked(&mut st, base)?.1,
-            None => false,
+        let (restarted, rp_lowered) = match restart_at {
+            Some(base) => {
+                let (_, started, lowered) = self.restart_at_locked(&mut st, base)?;
+                (started, lowered)
+            }
+            None => (false, false),
         };
         let first = batches[0].base_offset;
         if first > self.log_end_offset() {
@@ -986,6 +1006,9 @@ impl PartitionLog {
         drop(st);
         if restarted {
             self.run_log_start_hook();
+        }
+        if rp_lowered {
+            self.run_recovery_point_lowered_hook();
         }
         Ok(info)
     }
@@ -1367,6 +1390,19 @@ impl PartitionLog {
     /// Remove every batch from the one holding `offset` on (replication's truncation).
     /// An offset below the log start empties the log and restarts it there.
     pub fn truncate_to(&self, offset: i64) -> StorageResult<()> {
+        let (rp_lowered, start_moved) = self.truncate_to_locked(offset)?;
+        if start_moved {
+            self.run_log_start_hook();
+        }
+        if rp_lowered {
+            self.run_recovery_point_lowered_hook();
+        }
+        Ok(())
+    }
+
+    /// `truncate_to` under the log's lock: (the recovery point went down, the log start moved);
+    /// the caller runs the hooks once the lock is released.
+    fn truncate_to_locked(&self, offset: i64) -> StorageResult<(bool, bool)> {
         let mut st = self.lock()?;
         let interval = st.config.index_interval_bytes as u64;
         let leo = self.log_end_offset();
@@ -1378,7 +1414,7 @@ impl PartitionLog {
             if st.epochs.len() != before {
                 self.save_epochs(&mut st);
             }
-            return Ok(());
+            return Ok((false, false));
         }
         if offset < 0 {
             return Err(StorageError::InvalidArgument(format!("cannot truncate {} to negative offset {offset}", self.name())));
@@ -1388,19 +1424,15 @@ impl PartitionLog {
         st.generation += 1;
         let mut new_leo = offset;
         let now = now_ms();
+        let old_start = self.log_start_offset();
         // Whole segments cut off are retired like retention's (renamed `*.deleted`, removed after
         // file.delete.delay.ms): a fetch already holding their slices finishes reading them.
         if offset <= self.log_start_offset() {
-            for (_, s) in std::mem::take(&mut st.segments) {
-                Self::retire_segment(&mut st, s, now)?;
-            }
-            let pre = preallocation(st.config.as_ref());
-            st.segments.insert(offset, Box::new(Segment::create(&self.dir(), offset, now_ms(), pre)?.with_fd_budget(self.fd_budget.clone())));
-            st.dir_dirty = true;
+            self.restart_segments_at(&mut st, offset, now)?;
             self.log_start_offset.store(offset, Ordering::Release);
         } else {
             let later: Vec<i64> = st.segments.range(offset..).map(|(b, _)| *b).collect();
-            let keep_first = *st.segments.keys().next().expect("log has segments");
+            let keep_first = *st.segments.keys().next().ok_or_else(|| self.no_segments())?;
             for b in later {
                 if b == keep_first {
                     continue;
@@ -1421,13 +1453,13 @@ impl PartitionLog {
         // setter's compare-and-exchange runs without the lock) must not be raised back to new_leo,
         // and a setter whose exchange follows this one then sees the new log end and clamps to it.
         self.high_watermark.fetch_min(new_leo, Ordering::AcqRel);
-        self.recovery_point.fetch_min(new_leo, Ordering::AcqRel);
+        let old_rp = self.recovery_point.fetch_min(new_leo, Ordering::AcqRel);
         let before = st.epochs.len();
         st.epochs.retain(|&(_, o)| o < new_leo);
         if st.epochs.len() != before {
             self.save_epochs(&mut st);
         }
-        Ok(())
+        Ok((old_rp > new_leo, self.log_start_offset() != old_start))
     }
 
     /// Empty the log and restart it at `offset` (Kafka's `truncateFullyAndStartAt`): a follower
@@ -1439,12 +1471,15 @@ impl PartitionLog {
         if offset < 0 {
             return Err(StorageError::InvalidArgument(format!("cannot restart {} at negative offset {offset}", self.name())));
         }
-        let (hw_up, start_moved) = {
+        let (hw_up, start_moved, rp_lowered) = {
             let mut st = self.lock()?;
             self.restart_at_locked(&mut st, offset)?
         };
         if start_moved {
             self.run_log_start_hook(); // the log manager checkpoints the new log start
+        }
+        if rp_lowered {
+            self.run_recovery_point_lowered_hook();
         }
         if hw_up {
             self.call_high_watermark_hook();
@@ -1453,18 +1488,12 @@ impl PartitionLog {
     }
 
     /// `truncate_fully_and_start_at` under the log's lock: (the high watermark moved up, the log
-    /// start moved); the caller runs the hooks once the lock is released.
-    fn restart_at_locked(&self, st: &mut LogState, offset: i64) -> StorageResult<(bool, bool)> {
+    /// start moved, the recovery point went down); the caller runs the hooks once the lock is released.
+    fn restart_at_locked(&self, st: &mut LogState, offset: i64) -> StorageResult<(bool, bool, bool)> {
         st.max_timestamp_answer = None;
         // the cleaner abandons what it planned on the segments retired here
         st.generation += 1;
-        let now = now_ms();
-        for (_, s) in std::mem::take(&mut st.segments) {
-            Self::retire_segment(st, s, now)?;
-        }
-        let pre = preallocation(st.config.as_ref());
-        st.segments.insert(offset, Box::new(Segment::create(&self.dir(), offset, now, pre)?.with_fd_budget(self.fd_budget.clone())));
-        st.dir_dirty = true;
+        self.restart_segments_at(st, offset, now_ms())?;
         // the bounds move so that the start never passes the end (a lock-free high watermark
         // setter clamps between them)
         let old_start = self.log_start_offset();
@@ -1476,12 +1505,55 @@ impl PartitionLog {
             self.log_end_offset.store(offset, Ordering::Release);
         }
         let old_hw = self.high_watermark.swap(offset, Ordering::AcqRel);
-        self.recovery_point.store(offset, Ordering::Release);
+        let old_rp = self.recovery_point.swap(offset, Ordering::AcqRel);
         if !st.epochs.is_empty() {
             st.epochs.clear();
             self.save_epochs(st);
         }
-        Ok((offset > old_hw, offset != old_start))
+        Ok((offset > old_hw, offset != old_start, old_rp > offset))
+    }
+
+    /// Retire every segment and go on with a new empty one at `offset` (a full truncation). The
+    /// new segment is made first, so a failed create (ENOSPC, EMFILE, EIO) leaves the log as it
+    /// was; only when a segment already has base `offset` must that name be freed first. A failure
+    /// once the segments changed closes the log (every later call errors): left without segments,
+    /// or with the new one under the old bounds, it must not be served.
+    fn restart_segments_at(&self, st: &mut LogState, offset: i64, now: i64) -> StorageResult<()> {
+        let pre = preallocation(st.config.as_ref());
+        let dir = self.dir();
+        let create = || Segment::create(&dir, offset, now, pre).map(|s| Box::new(s.with_fd_budget(self.fd_budget.clone())));
+        let clash = st.segments.contains_key(&offset);
+        let new = if clash { None } else { Some(create()?) };
+        st.dir_dirty = true;
+        let old = std::mem::take(&mut st.segments);
+        if let Some(new) = new {
+            st.segments.insert(offset, new);
+        }
+        let mut res = Ok(());
+        for (_, s) in old {
+            // the others are still retired: a file left behind would come back at the next start
+            if let Err(e) = Self::retire_segment(st, s, now) {
+                res = res.and(Err(e));
+            }
+        }
+        if clash && res.is_ok() {
+            match create() {
+                Ok(s) => {
+                    st.segments.insert(offset, s);
+                }
+                Err(e) => res = Err(e),
+            }
+        }
+        if let Err(e) = &res {
+            st.closed = true;
+            warn(format!("{} is closed until a restart: a full truncation to {offset} failed midway: {e}", self.name()));
+        }
+        res
+    }
+
+    /// The error of a log found without segments (closed after a failed full truncation).
+    fn no_segments(&self) -> StorageError {
+        StorageError::Closed(format!("{} (it has no segments)", self.name()))
     }
 
     /// Delete old segments by `retention.ms` and `retention.bytes` (and those wholly below
@@ -1554,7 +1626,7 @@ impl PartitionLog {
         let mut st = self.lock()?;
         let config = *st.config;
         let bases: Vec<i64> = st.segments.keys().copied().collect();
-        let active_base = *bases.last().expect("a log has segments");
+        let active_base = *bases.last().ok_or_else(|| self.no_segments())?;
         let interval = config.index_interval_bytes as u64;
         let mut segments = Vec::with_capacity(bases.len().saturating_sub(1));
         for (i, &b) in bases[..bases.len() - 1].iter().enumerate() {
@@ -1627,7 +1699,7 @@ impl PartitionLog {
     pub fn swap_in_cleaned_until(&self, groups: &[Vec<i64>], generation: u64, steps: u8) -> StorageResult<Option<u64>> {
         use super::cleaner::swap::{rename_suffix, CLEANED_SUFFIX, SWAP_SUFFIX};
         let mut st = self.lock()?;
-        let active = *st.segments.keys().next_back().expect("a log has segments");
+        let active = *st.segments.keys().next_back().ok_or_else(|| self.no_segments())?;
         if groups.is_empty()
             || st.generation != generation
             || groups.iter().any(|g| g.is_empty() || g.iter().any(|b| !st.segments.contains_key(b) || *b >= active))
@@ -1780,7 +1852,9 @@ fn recover_from(
         }
         let seg = segments.get_mut(b).expect("key from map");
         let last_epoch = epochs.last().map_or(-1, |&(e, _)| e);
-        let res = seg.scan_checked(true, interval, &TailChecks { from: checks_from, allow_gaps: compacted, last_epoch })?;
+        let next_base = bases.get(i + 1).copied();
+        let checks = TailChecks { from: checks_from, allow_gaps: compacted, last_epoch, next_base };
+        let res = seg.scan_checked(true, interval, &checks)?;
         // Written, not fsynced: a crash before the next flush recovers this range again. On a
         // full disk the rebuilt index stays in memory (served from there, written on a flush).
         if let Err(e) = seg.persist_indexes(false) {
@@ -2278,6 +2352,131 @@ mod tests {
         assert!(warnings.iter().any(|w| w.contains("recovery truncated") && w.contains("above the expected 18")),
                 "{warnings:?}");
         assert_eq!(log.append(&batch(1, 0), 3, 0).unwrap().base_offset, 18);
+    }
+
+    /// A log of three segments (offsets 0.., each batch one 500-byte record) reopened after a crash
+    /// (recovery point 0) with the bytes of the first segment from its `keep`-th batch on zeroed
+    /// (past its last batch: 4 KiB of zeros appended): (the directory, the log, its first segment's
+    /// batch count).
+    fn reopen_with_first_segment_zeroed_from(name: &str, keep: usize) -> (TempDir, PartitionLog, usize) {
+        let d = TempDir::new(name);
+        let cfg = LogConfig { segment_bytes: 20000, ..Default::default() };
+        let one = || {
+            let mut w = BatchWriter::new(EncodeOptions::default());
+            w.append::<&[u8], &[u8]>(0, None, Some(&[b'x'; 500]), &[]).unwrap();
+            w.finish().unwrap()
+        };
+        {
+            let log = open(&d.0, cfg.clone(), true);
+            for _ in 0..80 {
+                log.append(&one(), 0, 0).unwrap();
+            }
+            assert_eq!(log.segment_bases().unwrap().len(), 3);
+            log.close().unwrap();
+        }
+        let path = d.0.join("00000000000000000000.log");
+        let mut data = fs::read(&path).unwrap();
+        let starts: Vec<usize> = BatchIter::new(&data).map(|b| b.unwrap().0).collect();
+        match starts.get(keep) {
+            Some(&cut) => data[cut..].fill(0),
+            None => data.resize(data.len() + 4096, 0), // every batch kept, zeros after them
+        }
+        fs::write(&path, &data).unwrap();
+        let opts = OpenOptions { clean_shutdown: false, recovery_point: Some(0), ..Default::default() };
+        let log = PartitionLog::open(&d.0, "t", 0, cfg, opts).unwrap();
+        (d, log, starts.len())
+    }
+
+    #[test]
+    fn a_read_over_a_batch_whose_length_was_damaged_stops_there_without_reading_that_length() {
+        let d = TempDir::new("plog-huge-length");
+        let cfg = LogConfig { index_interval_bytes: 4096, ..Default::default() };
+        {
+            let log = open(&d.0, cfg.clone(), true);
+            for _ in 0..200 {
+                log.append(&batch(1, 0), 0, 0).unwrap();
+            }
+            log.close().unwrap();
+        }
+        let path = d.0.join("00000000000000000000.log");
+        let mut data = fs::read(&path).unwrap();
+        let at = BatchIter::new(&data).map(|b| b.unwrap().0).nth(2).unwrap();
+        // a length field (outside the CRC) damaged to ~2 GiB
+        data[at + 8..at + 12].copy_from_slice(&0x7ff0_0000i32.to_be_bytes());
+        fs::write(&path, &data).unwrap();
+        let _serial = WARNINGS.lock().unwrap_or_else(|p| p.into_inner());
+        super::super::events::take_warnings();
+        // the two intact batches before it are served; the damaged one is refused from its header
+        // alone (before the fix, a 2 GiB buffer was allocated to read it, then found short of the file)
+        let log = open(&d.0, cfg.clone(), true);
+        assert_eq!(read_all(&log, 0), vec![(0, 0), (1, 1)]);
+        let warnings = super::super::events::take_warnings();
+        assert!(warnings.iter().any(|w| w.contains("runs past the end of the range")), "{warnings:?}");
+        drop(log);
+        // a read from the damaged batch itself: an error naming the file and byte
+        let log = open(&d.0, cfg, true);
+        let err = log.read(2, 1 << 20, None, true).unwrap_err();
+        assert!(matches!(err, StorageError::CorruptLog { .. }), "{err}");
+        let err = err.to_string();
+        assert!(err.contains("00000000000000000000.log") && err.contains(&format!("at byte {at}")), "{err}");
+        assert!(err.contains("runs past the end of the"), "{err}");
+    }
+
+    #[test]
+    fn a_full_truncation_whose_new_segment_cannot_be_made_keeps_the_log() {
+        let d = TempDir::new("plog-restart-create-fails");
+        let log = open(&d.0, LogConfig { file_delete_delay_ms: 60_000, ..Default::default() }, true);
+        for i in 0..10 {
+            log.append(&batch(1, i), 0, 0).unwrap();
+        }
+        // something in the way of the new segment's file: its create fails (as on ENOSPC, EMFILE, EIO)
+        fs::create_dir(d.0.join("00000000000000000050.log")).unwrap();
+        assert!(log.truncate_fully_and_start_at(50).is_err());
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 10));
+        assert_eq!(log.segment_bases().unwrap(), vec![0]);
+        assert_eq!(read_all(&log, 0).len(), 10);
+        log.truncate_to(5).unwrap();
+        assert_eq!(log.log_end_offset(), 5);
+        assert!(log.cleaner_view().is_ok());
+    }
+
+    #[test]
+    fn a_full_truncation_that_fails_after_retiring_the_segments_closes_the_log_instead_of_panicking() {
+        let d = TempDir::new("plog-restart-retire-fails");
+        let log = open(&d.0, LogConfig { file_delete_delay_ms: 60_000, ..Default::default() }, true);
+        for i in 0..10 {
+            log.append(&batch(1, i), 0, 0).unwrap();
+        }
+        // the segment at 0 must go before a new one takes its name; its rename to `.deleted` fails
+        fs::create_dir(d.0.join("00000000000000000000.log.deleted")).unwrap();
+        assert!(log.truncate_to(0).is_err());
+        // no segments left: every call errors (a panic here crossed the FFI as a PanicException)
+        assert!(matches!(log.truncate_to(3), Err(StorageError::Closed(_))));
+        assert!(matches!(log.cleaner_view(), Err(StorageError::Closed(_))));
+        assert!(matches!(log.swap_in_cleaned(&[vec![0]], 0), Err(StorageError::Closed(_))));
+        assert!(log.read(0, 1 << 20, None, true).is_err());
+        assert!(log.append(&batch(1, 0), 0, 0).is_err());
+    }
+
+    #[test]
+    fn recovery_deletes_the_segments_after_a_sealed_one_whose_last_batches_are_zeros() {
+        // a power loss after a roll: the sealed segment's size reached the disk, its last blocks did not
+        let (_d, log, n) = reopen_with_first_segment_zeroed_from("plog-zero-sealed", 29);
+        assert!(n > 29);
+        // offsets 29..n are gone: the later segments go too (the replica refetches from 29), no hole
+        assert_eq!(log.segment_bases().unwrap(), vec![0]);
+        assert_eq!(log.log_end_offset(), 29);
+        assert_eq!(read_all(&log, 0).last().map(|b| b.1), Some(28));
+    }
+
+    #[test]
+    fn recovery_keeps_the_segments_after_a_sealed_one_whose_zero_tail_follows_its_last_batch() {
+        // zeros after every batch (a roll's trim of preallocated space lost in a crash): nothing is missing
+        let (_d, log, n) = reopen_with_first_segment_zeroed_from("plog-zero-sealed-full", usize::MAX);
+        assert_eq!(log.segment_bases().unwrap().len(), 3);
+        assert_eq!(log.log_end_offset(), 80);
+        assert_eq!(read_all(&log, 0).len(), n, "the first segment's batches are all served");
+        assert_eq!(read_all(&log, n as i64).first(), Some(&(n as i64, n as i64)));
     }
 
     #[test]

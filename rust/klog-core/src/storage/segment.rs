@@ -35,6 +35,16 @@ const HEADER_READ_FIRST: usize = 512;
 const HEADER_READ_MAX: usize = 16 * 1024;
 /// Bytes read at once when checking the CRCs of data about to be served for the first time.
 const VERIFY_READ_CHUNK: usize = 1 << 20;
+
+/// Whether the batch of `size` bytes at `at` ends by `end`, the end of the range being verified
+/// (a batch boundary); checked before a read sized by `size`, a length the CRC does not cover.
+fn batch_within(at: u64, size: usize, end: u64) -> Result<(), String> {
+    if size as u64 > end.saturating_sub(at) {
+        return Err(format!("batch of {size} bytes runs past the end of the range (byte {end})"));
+    }
+    Ok(())
+}
+
 /// Disjoint byte ranges of a segment remembered as checked (a few consumers reading at
 /// different places); beyond this many the smallest is forgotten (checked again if re-read).
 const MAX_VERIFIED_RANGES: usize = 8;
@@ -140,10 +150,16 @@ pub struct TailChecks {
     pub allow_gaps: bool,
     /// The highest leader epoch of the batches before this segment.
     pub last_epoch: i32,
+    /// The base offset of the next segment (None: this is the active one). A zero tail is
+    /// preallocated space (trimmed, nothing dropped) only in the active segment, or in a sealed one
+    /// whose batches reach the next segment (a roll's trim lost in a crash). Otherwise the zeros are
+    /// batches a power loss never wrote (a roll does not fsync the old segment): dropped bytes, so
+    /// recovery deletes the later segments rather than leave a hole in the offsets (as Kafka does).
+    pub next_base: Option<i64>,
 }
 
 impl TailChecks {
-    pub const NONE: TailChecks = TailChecks { from: i64::MAX, allow_gaps: true, last_epoch: -1 };
+    pub const NONE: TailChecks = TailChecks { from: i64::MAX, allow_gaps: true, last_epoch: -1, next_base: None };
 }
 
 #[derive(Debug, Clone)]
@@ -603,10 +619,17 @@ impl Segment {
             }
         }
         let mut dropped = data.len() - pos;
-        // A zero tail is preallocated space (`preallocate=true`) never written: not data.
-        let zero_tail = failure.is_some() && truncate && data[pos..].iter().all(|&b| b == 0);
+        // A zero tail of the active segment is preallocated space (`preallocate=true`) never
+        // written: not data. In a sealed segment it is lost data (see `TailChecks::zero_tail_is_space`).
+        let all_zero = failure.is_some() && truncate && data[pos..].iter().all(|&b| b == 0);
+        let zero_tail = all_zero && checks.next_base.is_none_or(|n| next_offset >= n);
         if zero_tail {
             dropped = 0;
+        } else if all_zero {
+            failure = Some(format!(
+                "{dropped} bytes of zeros in a sealed segment whose batches end before the next segment's base {} (never written)",
+                checks.next_base.unwrap_or(next_offset)
+            ));
         }
         drop(map);
         // As at seal/close: the last time-index entry is the segment's largest timestamp.
@@ -882,12 +905,14 @@ impl Segment {
     /// damaged batch's position; damage at `start` itself is an error naming file, byte and
     /// offset.
     pub fn verify_range(&mut self, start: u64, end: u64, start_offset: i64) -> StorageResult<u64> {
+        // `end` is a batch boundary (the read walked the headers up to it): no intact batch crosses it.
         if let Some(c) = self.corrupt_at {
             if c <= start {
                 return Err(StorageError::corrupt(&self.log_path, c, format!("data from offset {start_offset} on is damaged; not served")));
             }
         }
-        let end = self.corrupt_at.map_or(end, |c| end.min(c));
+        // never past the data (nor the damage): a batch running past it is then refused by its header
+        let end = end.min(self.limit()?);
         let mut pos = self.verified.checked_until(start);
         if pos >= end {
             return Ok(end);
@@ -916,6 +941,11 @@ impl Segment {
                         break 'outer;
                     }
                 };
+                // before any read sized by it: a damaged length would allocate up to 2 GiB
+                if let Err(e) = batch_within(at, h.size(), end) {
+                    failure = Some((at, Some(h.base_offset), e));
+                    break 'outer;
+                }
                 if h.size() > rest.len() {
                     if off > 0 {
                         break; // refill from this batch
@@ -1191,6 +1221,14 @@ mod tests {
         assert!(v.covers(0, 500));
         v.truncate(120);
         assert!(v.covers(0, 120) && !v.covers(0, 121));
+    }
+
+    #[test]
+    fn a_batch_length_past_the_verified_range_is_refused_before_any_read_sized_by_it() {
+        assert!(batch_within(100, 50, 150).is_ok());
+        let e = batch_within(1144, 0x7ff0_000c, 114_400).unwrap_err();
+        assert!(e.contains("2146435084 bytes runs past the end of the range"), "{e}");
+        assert!(batch_within(200, 1, 100).is_err());
     }
 
     #[test]
