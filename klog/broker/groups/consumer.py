@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import functools
 import logging
 import re
 import uuid
@@ -400,17 +401,9 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
                 del self.groups[group.group_id]
             raise
         # the heartbeat changes the group before its records are written: a refused write (or an error half-way)
-        # restores it (Kafka reverts to the last written offset), and its timers move only once written
-        snapshot = group.snapshot()
-        timers: list[Callable[[], None]] = []
-        try:
-            prior, reconciled = self.update_and_reconcile(group, member, updated, replaced, owned, records, timers)
-            self.write(group.group_id, records)
-        except Exception:
-            self.rollback(group, snapshot, created)
-            raise
-        for op in timers:
-            op()
+        # restores it, and its timers move only once written
+        prior, reconciled = self.change_and_write(group, created, records, lambda timers: self.update_and_reconcile(
+            group, member, updated, replaced, owned, records, timers))
         self.schedule_session_timeout(group, reconciled.member_id)
 
         full = epoch == 0 or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
@@ -549,7 +542,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
             records.append(R.consumer_group_record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None))
             records.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None))
             records.append(R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA, key, None))
-            timers.append(lambda mid=replaced.member_id: self.cancel_timers(group, mid))
+            timers.append(functools.partial(self.cancel_timers, group, replaced.member_id))
             group.target[updated.member_id] = _copy_parts(old_target)
         prior = group.members.get(updated.member_id)
         group.put_member(updated)

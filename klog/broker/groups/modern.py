@@ -175,6 +175,7 @@ class ModernGroup(Generic[M]):
 
 
 G = TypeVar("G", bound=ModernGroup[Any])
+T = TypeVar("T")
 
 
 class ModernGroupManager(Generic[G, M]):
@@ -212,6 +213,23 @@ class ModernGroupManager(Generic[G, M]):
         except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
             log.warning("group %s: writing %s group records failed: %s", group_id, self.kind, exc)
             raise GroupError(storage_error_code(exc), f"writing group state failed: {exc}") from exc
+
+    def change_and_write(self, group: G, created: bool, records: list[Any],
+                         change: Callable[[list[Callable[[], None]]], T]) -> T:
+        """Run ``change`` (it changes ``group``, appends to ``records`` what to write and to the list it is given the
+        timer moves to make once written), then write ``records``. A refused write, or an error half-way, restores
+        the group as it was (Kafka's CoordinatorRuntime reverts to the last written offset) and moves no timer."""
+        snapshot = group.snapshot()
+        timers: list[Callable[[], None]] = []
+        try:
+            result = change(timers)
+            self.write(group.group_id, records)
+        except Exception:
+            self.rollback(group, snapshot, created)
+            raise
+        for op in timers:
+            op()
+        return result
 
     def rollback(self, group: G, snapshot: dict[str, Any], created: bool) -> None:
         """A change of ``group`` whose records were not written (or that failed half-way) is undone: the group is
@@ -268,20 +286,21 @@ class ModernGroupManager(Generic[G, M]):
             def expire() -> None:
                 g = self.groups.get(gid)
                 if isinstance(g, group_class):
-                    if g.session_keys.get(member_id) == key:
+                    if g.session_keys.get(member_id) == own:
                         del g.session_keys[member_id]
                     m = g.members.get(member_id)
                     if m is not None:
                         log.info("group %s: %s member %s session expired; fencing it", gid, self.kind, member_id)
                         if not self._fence_on_timeout(g, m):
                             if g.members.get(member_id) is not None and member_id not in g.session_keys:
-                                g.session_keys[member_id] = key   # the member stays: its timer tries again
-                                self.timer.arm(key, FENCE_RETRY_BACKOFF_MS)
+                                g.session_keys[member_id] = own   # the member stays: its timer tries again
+                                self.timer.arm(own, FENCE_RETRY_BACKOFF_MS)
                                 return
-                self.timer.release(key)
+                self.timer.release(own)
 
-            key = self.timer.register(expire)
-            group.session_keys[member_id] = key
+            own = self.timer.register(expire)
+            group.session_keys[member_id] = own
+            key = own
         self.timer.arm(key, self.member_session_timeout_ms(group, group.members.get(member_id)))
 
     def schedule_rebalance_timeout(self, group: G, member: M) -> None:

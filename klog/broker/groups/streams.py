@@ -633,18 +633,10 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
         else:
             self._check_epoch(member, epoch, request)
         # the heartbeat changes the group before its records are written: a refused write (or an error half-way)
-        # restores it (Kafka reverts to the last written offset), and its timers move only once written
-        snapshot = group.snapshot()
-        timers: list[Callable[[], None]] = []
-        try:
-            prior, reconciled, to_create, delayed = self._heartbeat_apply(group, member, request, client_id,
-                                                                          client_host, records, timers)
-            self.write(group.group_id, records)
-        except Exception:
-            self.rollback(group, snapshot, created)
-            raise
-        for op in timers:
-            op()
+        # restores it, and its timers move only once written
+        prior, reconciled, to_create, delayed = self.change_and_write(
+            group, created, records,
+            lambda timers: self._heartbeat_apply(group, member, request, client_id, client_host, records, timers))
         self.schedule_session_timeout(group, member_id)
         if request.shutdown_application:
             group.shutdown_requested_by = member_id
