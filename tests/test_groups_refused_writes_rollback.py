@@ -41,12 +41,18 @@ def _state(group: Any) -> tuple[Any, ...]:
             group.last_assignment_ms, sorted(group.session_keys))
 
 
-async def test_a_consumer_heartbeat_whose_records_are_refused_leaves_the_group_as_it_was() -> None:
+async def _group_of_one() -> tuple[Any, Any, Any, Member, Any]:
+    """A coordinator whose group g has one member, a, joined with its partitions (two heartbeats): (coordinator,
+    context, clock, a, the group)."""
     coord, ctx, clock = await _coordinator()
     a = Member(coord, "a")
     for _ in range(2):
         assert (await a.heartbeat()).error_code == E.NONE
-    group = coord.groups["g"]
+    return coord, ctx, clock, a, coord.groups["g"]
+
+
+async def test_a_consumer_heartbeat_whose_records_are_refused_leaves_the_group_as_it_was() -> None:
+    coord, ctx, clock, a, group = await _group_of_one()
     before, written = _state(group), coord.records_written
     ctx.refuse = E.NOT_ENOUGH_REPLICAS
     b = Member(coord, "b")
@@ -88,11 +94,7 @@ async def test_a_static_member_replaced_by_a_refused_rejoin_keeps_its_session_ti
 
 
 async def test_a_classic_member_join_whose_records_are_refused_leaves_the_consumer_group_as_it_was() -> None:
-    coord, ctx, clock = await _coordinator()
-    a = Member(coord, "a")
-    for _ in range(2):
-        assert (await a.heartbeat()).error_code == E.NONE
-    group = coord.groups["g"]
+    coord, ctx, clock, a, group = await _group_of_one()
     before, written = _state(group), coord.records_written
     ctx.refuse = E.NOT_ENOUGH_REPLICAS
     c = ClassicMember(coord, "c")

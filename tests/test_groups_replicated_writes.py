@@ -224,6 +224,16 @@ def _written_after(batches: list[bytes], first: int, partition: int) -> bool:
     return any(key in batch for batch in batches[first + 1:])
 
 
+async def _commit_waiting_for_the_isr(ctx: Any, client: Any) -> asyncio.Future[Any]:
+    """An OffsetCommit of offset 42 to t-0 whose write waits for the ISR (``ctx.settle(0)`` lets it through); the
+    writes after it reach the ISR at once."""
+    ctx.auto = None
+    commit = asyncio.ensure_future(_commit(client, 42))
+    await _until_waiting(ctx)
+    ctx.auto = 0
+    return commit
+
+
 async def test_a_group_deleted_while_a_commit_waits_for_the_isr_does_not_come_back_with_the_offset() -> None:
     """DeleteGroups runs while an OffsetCommit waits for the ISR: its tombstones come after the commit in the log,
     so the commit's offset is not applied when its write ends (it was, into the deleted group's offsets: the
@@ -231,10 +241,7 @@ async def test_a_group_deleted_while_a_commit_waits_for_the_isr_does_not_come_ba
     coord, ctx, client = await _coordinator()
     ctx.auto = 0
     assert (await _commit(client, 5)).topics[0].partitions[0].error_code == 0
-    ctx.auto = None
-    commit = asyncio.ensure_future(_commit(client, 42))
-    await _until_waiting(ctx)
-    ctx.auto = 0
+    commit = await _commit_waiting_for_the_isr(ctx, client)
     assert (await client.call(42, 2, groups_names=["g"])).results[0].error_code == 0
     ctx.settle(0)
     assert (await commit).topics[0].partitions[0].error_code == 0   # durable, then deleted
@@ -252,11 +259,8 @@ async def test_deleting_a_group_tombstones_the_partition_a_commit_in_flight_wrot
     coord, ctx, client = await _coordinator()
     ctx.auto = 0
     assert (await _commit_to(client, 1, 5)).topics[0].partitions[0].error_code == 0
-    ctx.auto = None
     batches = _recording(ctx)
-    commit = asyncio.ensure_future(_commit(client, 42))
-    await _until_waiting(ctx)
-    ctx.auto = 0
+    commit = await _commit_waiting_for_the_isr(ctx, client)
     assert (await client.call(42, 2, groups_names=["g"])).results[0].error_code == 0
     ctx.settle(0)
     assert (await commit).topics[0].partitions[0].error_code == 0
@@ -272,10 +276,7 @@ async def test_an_offset_delete_while_a_commit_waits_for_the_isr_leaves_no_offse
     coord, ctx, client = await _coordinator()
     ctx.auto = 0
     assert (await _commit(client, 5)).topics[0].partitions[0].error_code == 0
-    ctx.auto = None
-    commit = asyncio.ensure_future(_commit(client, 42))
-    await _until_waiting(ctx)
-    ctx.auto = 0
+    commit = await _commit_waiting_for_the_isr(ctx, client)
     deleted = await client.call(47, 0, group_id="g", topics=[dict(name="t", partitions=[dict(partition_index=0)])])
     assert deleted.error_code == 0 and deleted.topics[0].partitions[0].error_code == 0
     ctx.settle(0)
@@ -290,9 +291,7 @@ async def test_a_topic_deleted_while_a_commit_of_it_waits_for_the_isr_leaves_no_
     topic created again started at the old topic's offset)."""
     coord, ctx, client = await _coordinator()
     batches = _recording(ctx)
-    commit = asyncio.ensure_future(_commit(client, 42))
-    await _until_waiting(ctx)
-    ctx.auto = 0
+    commit = await _commit_waiting_for_the_isr(ctx, client)
     coord.on_topics_deleted({"t"})
     ctx.settle(0)
     assert (await commit).topics[0].partitions[0].error_code == 0
@@ -301,28 +300,31 @@ async def test_a_topic_deleted_while_a_commit_of_it_waits_for_the_isr_leaves_no_
     await coord.stop()
 
 
+async def _two_commits_waiting(ctx: Any, client: Any, first: int, second: int
+                               ) -> list[tuple[asyncio.Future[Any], asyncio.Future[Any]]]:
+    """OffsetCommits of offsets ``first`` then ``second`` to t-0, both written and waiting for the ISR: (the
+    commit's answer, its write's wait, which the test ends) for each, in order."""
+    commits = []
+    for count, offset in enumerate((first, second), 1):
+        commits.append(asyncio.ensure_future(_commit(client, offset)))
+        await _until_waiting(ctx, count)
+    writes = [write for _, write in ctx.waiting]
+    ctx.waiting.clear()
+    return list(zip(commits, writes, strict=True))
+
+
 async def test_a_commit_whose_write_reached_the_isr_stays_when_a_later_commit_of_the_partition_fails() -> None:
     """Two commits of t-0 wait for the ISR: the first reaches it, the second does not; OffsetFetch answers the
     first's offset (the log has it; only a tombstone after it may hide it), and a later commit applied first is
     not replaced by an earlier one."""
     coord, ctx, client = await _coordinator()
-    first = asyncio.ensure_future(_commit(client, 10))
-    await _until_waiting(ctx)
-    second = asyncio.ensure_future(_commit(client, 20))
-    await _until_waiting(ctx, 2)
-    (_, first_write), (_, second_write) = ctx.waiting
-    ctx.waiting.clear()
+    (first, first_write), (second, second_write) = await _two_commits_waiting(ctx, client, 10, 20)
     first_write.set_result(0)
     second_write.set_result(E.REQUEST_TIMED_OUT)
     assert (await first).topics[0].partitions[0].error_code == 0
     assert (await second).topics[0].partitions[0].error_code == E.COORDINATOR_NOT_AVAILABLE
     assert await _committed(client) == 10
-    third = asyncio.ensure_future(_commit(client, 30))
-    await _until_waiting(ctx)
-    fourth = asyncio.ensure_future(_commit(client, 40))
-    await _until_waiting(ctx, 2)
-    (_, third_write), (_, fourth_write) = ctx.waiting
-    ctx.waiting.clear()
+    (third, third_write), (fourth, fourth_write) = await _two_commits_waiting(ctx, client, 30, 40)
     fourth_write.set_result(0)
     assert (await fourth).topics[0].partitions[0].error_code == 0
     third_write.set_result(0)

@@ -268,8 +268,9 @@ class MetadataWriter:
             if not commit.done():
                 cancelled |= await self._until_settled(commit)
             error: BaseException | None
-            if not commit.done():   # this node stopped deciding: their outcome is the log's
-                error = self.quorum.not_controller() or TopicError(ErrorCode.NOT_CONTROLLER, "not the controller")
+            if not commit.done():   # timed out, then this node stopped deciding: their outcome is the log's
+                within = f" within {timeout_s:g} s" if timeout_s is not None else ""
+                error = TopicError(ErrorCode.REQUEST_TIMED_OUT, f"The metadata change was not committed{within}")
             elif commit.cancelled():
                 error = TopicError(ErrorCode.REQUEST_TIMED_OUT, "The metadata change's commit was cancelled")
             else:
@@ -285,9 +286,6 @@ class MetadataWriter:
                 raise error   # a controller bug (a record that does not replay): nothing was proposed
             if cancelled:
                 raise asyncio.CancelledError()
-            if timeout_s is not None and error.code == ErrorCode.NOT_CONTROLLER and not commit.done():
-                error = TopicError(ErrorCode.REQUEST_TIMED_OUT,
-                                   f"The metadata change was not committed within {timeout_s:g} s")
             return Decision(result.response, error, False)
 
     async def _until_settled(self, commit: asyncio.Future[None]) -> bool:

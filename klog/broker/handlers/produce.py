@@ -346,6 +346,7 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
                                                         operation)
         for partition_responses, slot, name, index, verdict in unverified:
             code = codes.get((name, index), errors.UNKNOWN_SERVER_ERROR)
+            why = _VERIFICATION_MESSAGES.get(code)
             guard = guards.get((name, index))
             if not code and guard is not None \
                     and not producers.verification_holds(name, index, verdict.producer_id, guard) \
@@ -354,11 +355,8 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
                 # ended): appended now, the batch would open a transaction no marker closes (Kafka's
                 # VerificationGuard refuses it so). (Another request's batch of the same verification may have
                 # opened the transaction since, and ended the guard: then it is still open.)
-                code = errors.INVALID_TXN_STATE
+                code, why = errors.INVALID_TXN_STATE, "Record was not part of an ongoing transaction"
             if code:
-                why = _VERIFICATION_MESSAGES.get(code)
-                if code == errors.INVALID_TXN_STATE and not codes.get((name, index)):
-                    why = "Record was not part of an ongoing transaction"
                 partition_responses[slot] = _partition_error(index, code, why)
             else:
                 partition_responses[slot] = _append_checked(broker, ctx, request, name, index, verdict, now_ms,
