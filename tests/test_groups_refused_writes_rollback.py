@@ -2,24 +2,32 @@
 leadership: the append raises before appending) leaves the group as it was, as Kafka's CoordinatorRuntime reverts
 its state to the last written offset: a ConsumerGroupHeartbeat (and a streams group's) that changed the group in
 memory before its write restores it, timers included; a fencing (session or rebalance timeout, leave) writes before
-it changes anything, and a timer's fencing whose write was refused tries again (Kafka's timer retry)."""
+it changes anything, and a timer's fencing whose write was refused tries again (Kafka's timer retry). A heartbeat that
+converts a classic group (an empty one, or one with members: the online upgrade) and is refused leaves the classic
+group in place, its members' sessions and parked requests as they were."""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from typing import Any
 
 from klog.broker.groups import GroupCoordinator
+from klog.broker.groups.classic_group import ClassicGroupState
+from klog.broker.groups.consumer import ConsumerGroup
 from klog.broker.groups.modern import FENCE_RETRY_BACKOFF_MS
 from klog.protocol.errors import ErrorCode as E
 
 import test_streams_groups as S
 from groups_support import Client, FakeClock, run_async_tests
 from test_groups_consumer import Member
-from test_groups_migration import ClassicMember
-from test_groups_replicated_writes import ReplicatedContext
+from test_groups_migration import JOIN, ClassicMember, classic_group, consumer_heartbeat
+from test_groups_migration import SESSION as CLASSIC_SESSION
+from test_groups_replicated_writes import ReplicatedContext, _commit, _committed
 
 SESSION = 10000
 SHARE_HEARTBEAT = 76
+LIST_GROUPS, DESCRIBE_GROUPS, COMMIT = 16, 15, 8
 
 
 async def _coordinator(topics: dict[str, int] | None = None, **config: Any
@@ -185,8 +193,131 @@ async def test_a_share_session_timeout_fencing_whose_write_is_refused_keeps_the_
     await coord.stop()
 
 
+async def _listed(coord: GroupCoordinator) -> list[tuple[str, str, str, str]]:
+    """ListGroups: (group id, type, state, protocol type) of every group."""
+    listed = await Client(coord).call(LIST_GROUPS, 5, states_filter=[], types_filter=[])
+    return [(g.group_id, g.group_type, g.group_state, g.protocol_type) for g in listed.groups]
+
+
+async def test_an_empty_classic_group_converted_by_a_refused_heartbeat_stays_classic_and_a_retry_converts_it() -> None:
+    coord, ctx, _ = await _coordinator()
+    client = Client(coord)
+    assert (await _commit(client, 42)).topics[0].partitions[0].error_code == E.NONE   # a group of offsets only
+    classic = coord.groups["g"]
+    listed = await _listed(coord)
+    assert listed == [("g", "classic", "Empty", "")]
+    ctx.refuse = E.NOT_ENOUGH_REPLICAS
+    a = Member(coord, "a")
+    assert (await a.heartbeat()).error_code != E.NONE
+    # the classic group as it was, not dead (before: an empty consumer group in its place)
+    assert coord.groups["g"] is classic and classic.is_in(ClassicGroupState.EMPTY)
+    assert await _listed(coord) == listed
+    described = await client.call(DESCRIBE_GROUPS, 5, groups=["g"], include_authorized_operations=False)
+    assert (described.groups[0].error_code, described.groups[0].group_state) == (E.NONE, "Empty")
+    assert await _committed(client) == 42
+    ctx.refuse = None
+    assert (await a.heartbeat()).error_code == E.NONE
+    assert await _listed(coord) == [("g", "consumer", "Stable", "consumer")]
+    assert await _committed(client) == 42
+    await coord.stop()
+
+
+async def test_a_classic_group_whose_online_upgrade_is_refused_stays_classic_and_its_members_keep_heartbeating() -> None:
+    coord, ctx, clock = await _coordinator()
+    members = await classic_group(coord)
+    classic = coord.groups["g"]
+    generation = classic.generation_id
+    listed = await _listed(coord)
+    assert listed == [("g", "classic", "Stable", "consumer")]
+    ctx.refuse = E.NOT_ENOUGH_REPLICAS
+    new = str(uuid.uuid4())
+    assert (await consumer_heartbeat(coord, new, 0)).error_code != E.NONE
+    # before: a consumer group with the classic members in its place, the classic members' timers released
+    assert coord.groups["g"] is classic and await _listed(coord) == listed and classic.generation_id == generation
+    ctx.refuse = None
+    # the classic members' sessions go on: heartbeats over twice their session timeout are answered as before
+    for _ in range(4):
+        clock.now += CLASSIC_SESSION // 2
+        coord.timer.poll()
+        assert [await m.heartbeat() for m in members] == [E.NONE, E.NONE]
+    assert set(classic.members) == {m.member_id for m in members}
+    # the new member's retry upgrades the group
+    assert (await consumer_heartbeat(coord, new, 0)).error_code == E.NONE
+    group = coord.groups["g"]
+    assert isinstance(group, ConsumerGroup) and set(group.members) == {new, *(m.member_id for m in members)}
+    await coord.stop()
+
+
+async def test_a_refused_online_upgrade_leaves_a_classic_rebalance_in_progress_with_its_parked_joins() -> None:
+    coord, ctx, clock = await _coordinator()
+    first, second = await classic_group(coord)
+    classic = coord.groups["g"]
+    rejoin = asyncio.ensure_future(first.client.call(JOIN, 9, **first.join_fields()))   # parked: a rebalance starts
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert classic.is_in(ClassicGroupState.PREPARING_REBALANCE) and not rejoin.done()
+    ctx.refuse = E.NOT_ENOUGH_REPLICAS
+    assert (await consumer_heartbeat(coord, str(uuid.uuid4()), 0)).error_code != E.NONE
+    for _ in range(5):
+        await asyncio.sleep(0)
+    # the parked JoinGroup still waits for the rebalance (before: answered REBALANCE_IN_PROGRESS by the conversion)
+    assert not rejoin.done() and coord.groups["g"] is classic
+    ctx.refuse = None
+    assert await second.heartbeat() == E.REBALANCE_IN_PROGRESS
+    answers = await asyncio.gather(rejoin, second.client.call(JOIN, 9, **second.join_fields()))
+    assert [a.error_code for a in answers] == [E.NONE, E.NONE]
+    assert {a.generation_id for a in answers} == {classic.generation_id} and classic.generation_id == \
+        first.generation + 1
+    await coord.stop()
+
+
+async def test_a_classic_group_at_the_consumer_max_size_stays_classic_when_a_new_member_is_refused() -> None:
+    coord, _, _ = await _coordinator(**{"group.consumer.max.size": 2})
+    members = await classic_group(coord)
+    classic, written = coord.groups["g"], coord.records_written
+    r = await consumer_heartbeat(coord, str(uuid.uuid4()), 0)
+    assert r.error_code == E.GROUP_MAX_SIZE_REACHED and coord.records_written == written
+    # before: the converted group stayed in memory, never written, the classic one dead
+    assert coord.groups["g"] is classic and classic.is_in(ClassicGroupState.STABLE)
+    assert [await m.heartbeat() for m in members] == [E.NONE, E.NONE]
+    await coord.stop()
+
+
+async def test_a_written_online_upgrade_answers_the_classic_members_parked_joins() -> None:
+    coord, _, _ = await _coordinator()
+    first, _second = await classic_group(coord)
+    rejoin = asyncio.ensure_future(first.client.call(JOIN, 9, **first.join_fields()))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not rejoin.done()
+    assert (await consumer_heartbeat(coord, str(uuid.uuid4()), 0)).error_code == E.NONE
+    # the parked request rejoins the consumer group the classic group became (Kafka's convertToConsumerGroup)
+    assert (await rejoin).error_code == E.REBALANCE_IN_PROGRESS and isinstance(coord.groups["g"], ConsumerGroup)
+    await coord.stop()
+
+
 async def _streams() -> tuple[GroupCoordinator, ReplicatedContext, FakeClock]:
     return await _coordinator(S.TOPICS, **S.FAST)
+
+
+async def test_an_empty_classic_group_converted_by_a_refused_streams_heartbeat_stays_classic() -> None:
+    coord, ctx, _ = await _streams()
+    client = Client(coord)
+    committed = await client.call(COMMIT, 8, group_id=S.APP, generation_id_or_member_epoch=-1, member_id="",
+                                  group_instance_id=None, topics=[dict(name="in", partitions=[dict(
+                                      partition_index=0, committed_offset=7, committed_leader_epoch=-1,
+                                      committed_metadata="")])])
+    assert committed.topics[0].partitions[0].error_code == E.NONE
+    classic = coord.groups[S.APP]
+    listed = await _listed(coord)
+    ctx.refuse = E.NOT_ENOUGH_REPLICAS
+    assert (await Client(coord, "b").call(S.SGH, 0, **S.join("b", "p2"))).error_code != E.NONE
+    # before: an empty streams group in its place
+    assert coord.groups[S.APP] is classic and await _listed(coord) == listed == [(S.APP, "classic", "Empty", "")]
+    ctx.refuse = None
+    assert (await Client(coord, "b").call(S.SGH, 0, **S.join("b", "p2"))).error_code == E.NONE
+    assert [g[:2] for g in await _listed(coord)] == [(S.APP, "streams")]
+    await coord.stop()
 
 
 def _streams_state(group: Any) -> tuple[Any, ...]:

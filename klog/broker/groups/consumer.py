@@ -377,9 +377,9 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         if group.group_type == "streams":
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if create and group.is_empty():
-            # An empty classic group is converted: Kafka deletes it and creates a consumer group.
+            # An empty classic group is converted: Kafka deletes it and creates a consumer group (the classic group
+            # is forgotten once the records are written: a refused write puts it back).
             records.append(R.group_metadata_tombstone(group_id))
-            self.forget_group(group)
             group = ConsumerGroup(group_id)
             self.groups[group_id] = group
             return group
@@ -392,18 +392,22 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         records: list[tuple[bytes, bytes | None]] = []
         epoch = request.member_epoch
         create = epoch == 0
-        created = request.group_id not in self.groups
+        existing = self.groups.get(request.group_id)
+        created = existing is None
         group = self._group(request.group_id, create, records)
+        converted_from = None if existing is group else existing   # a classic group this heartbeat converts
         try:
             member, updated, replaced, owned = self._heartbeat_member(group, request, client_id, client_host)
         except GroupError:
-            if created and not group.members and self.groups.get(group.group_id) is group:
+            if converted_from is not None:
+                self.undo_conversion(group, converted_from)
+            elif created and not group.members and self.groups.get(group.group_id) is group:
                 del self.groups[group.group_id]
             raise
         # the heartbeat changes the group before its records are written: a refused write (or an error half-way)
-        # restores it, and its timers move only once written
+        # restores it (a converted classic group comes back), and its timers move only once written
         prior, reconciled = self.change_and_write(group, created, records, lambda timers: self.update_and_reconcile(
-            group, member, updated, replaced, owned, records, timers))
+            group, member, updated, replaced, owned, records, timers), converted_from)
         self.schedule_session_timeout(group, reconciled.member_id)
 
         full = epoch == 0 or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None

@@ -910,6 +910,11 @@ class GroupCoordinator:
                 manager.drop_group(group_id)
             return
         if isinstance(group, ClassicGroup):
+            # requests still parked (a group upgraded online: Kafka's convertToConsumerGroup) rejoin the group
+            # that replaced it
+            for member in group.members.values():
+                group.complete_join(member, join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+                group.complete_sync(member, sync_response(ErrorCode.REBALANCE_IN_PROGRESS))
             group.transition_to(ClassicGroupState.DEAD, self.timer.now())
             for member in group.members.values():
                 if member.heartbeat_key:

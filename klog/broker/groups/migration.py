@@ -76,7 +76,9 @@ class GroupMigration:
 
     def upgrade(self, consumer: ConsumerGroupManager, classic: ClassicGroup, records: list) -> ConsumerGroup:
         """Kafka's convertToConsumerGroup: the consumer group the classic ``classic`` becomes (installed in the
-        registry; its records appended to ``records``)."""
+        registry in its place; its records appended to ``records``). ``classic`` is left as it is, its members'
+        timers and parked requests with it, until the records are written (``ModernGroupManager.change_and_write``
+        then forgets it: its parked requests answer REBALANCE_IN_PROGRESS); a refused write puts it back."""
         gid = classic.group_id
         catalog = consumer.catalog()
         group = ConsumerGroup(gid)
@@ -100,14 +102,10 @@ class GroupMigration:
             group.target[m.member_id] = {t: set(ps) for t, ps in assigned.items()}
             group.put_member(member)
         group.subscription_metadata = consumer.subscription_metadata(list(group.members.values()), catalog)
-        # The classic members' parked requests rejoin the new rebalance the joining member starts.
-        for m in classic.members.values():
-            classic.complete_join(m, join_error(ErrorCode.REBALANCE_IN_PROGRESS, m.member_id))
-            classic.complete_sync(m, sync_response(ErrorCode.REBALANCE_IN_PROGRESS))
         records.append(R.group_metadata_tombstone(gid))
         records.extend(_consumer_group_records(group))
-        consumer.forget_group(classic)
         consumer.groups[gid] = group
+        # (as Kafka's, before the write: a refused write forgets the group, these timers with it)
         for mid in group.members:
             consumer.schedule_session_timeout(group, mid)
         log.info("group %s: upgraded from a classic group (generation %d, %d members) to a consumer group", gid,

@@ -215,21 +215,35 @@ class ModernGroupManager(Generic[G, M]):
             raise GroupError(storage_error_code(exc), f"writing group state failed: {exc}") from exc
 
     def change_and_write(self, group: G, created: bool, records: list[Any],
-                         change: Callable[[list[Callable[[], None]]], T]) -> T:
+                         change: Callable[[list[Callable[[], None]]], T], converted_from: Any = None) -> T:
         """Run ``change`` (it changes ``group``, appends to ``records`` what to write and to the list it is given the
         timer moves to make once written), then write ``records``. A refused write, or an error half-way, restores
-        the group as it was (Kafka's CoordinatorRuntime reverts to the last written offset) and moves no timer."""
+        the group as it was (Kafka's CoordinatorRuntime reverts to the last written offset) and moves no timer.
+        ``converted_from``: the classic group ``group`` took the place of (its tombstone in ``records``): a refused
+        write puts it back (``undo_conversion``); it is forgotten only once written."""
         snapshot = group.snapshot()
         timers: list[Callable[[], None]] = []
         try:
             result = change(timers)
             self.write(group.group_id, records)
         except Exception:
-            self.rollback(group, snapshot, created)
+            if converted_from is not None:
+                self.undo_conversion(group, converted_from)
+            else:
+                self.rollback(group, snapshot, created)
             raise
+        if converted_from is not None:
+            self.forget_group(converted_from)
         for op in timers:
             op()
         return result
+
+    def undo_conversion(self, group: G, converted_from: Any) -> None:
+        """A conversion whose records were not written (or that failed half-way): ``group`` is forgotten, its
+        timers with it, and the classic group it replaced is back in the registry as it was: the conversion changed
+        nothing of it, its members' timers ran on (Kafka's failed write reverts the replay of its tombstone)."""
+        self.forget_group(group)
+        self.groups[group.group_id] = converted_from
 
     def rollback(self, group: G, snapshot: dict[str, Any], created: bool) -> None:
         """A change of ``group`` whose records were not written (or that failed half-way) is undone: the group is

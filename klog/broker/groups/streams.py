@@ -600,9 +600,9 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
         if isinstance(group, StreamsGroup):
             return group
         if create and group.group_type == "classic" and group.is_empty():
-            # Kafka converts an empty classic group (e.g. one holding only committed offsets)
+            # Kafka converts an empty classic group (e.g. one holding only committed offsets; forgotten once the
+            # records are written: a refused write puts it back)
             records.append(R.group_metadata_tombstone(group_id))
-            self.forget_group(group)
             group = StreamsGroup(group_id)
             self.groups[group_id] = group
             log.info("group %s: converted the empty classic group to a streams group", group_id)
@@ -614,8 +614,10 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
         records: list[tuple[bytes, bytes | None]] = []
         epoch = request.member_epoch
         create = epoch == 0
-        created = request.group_id not in self.groups
+        existing = self.groups.get(request.group_id)
+        created = existing is None
         group = self._group(request.group_id, create, records)
+        converted_from = None if existing is group else existing   # an empty classic group this heartbeat converts
         member_id = request.member_id
         member = group.members.get(member_id)
         if member is None:
@@ -623,6 +625,8 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {member_id} is not a member of group {group.group_id}.")
             if len(group.members) >= self.max_size:
+                if converted_from is not None:
+                    self.undo_conversion(group, converted_from)
                 raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
                                  f"The streams group has reached its maximum capacity of {self.max_size} members.")
             member = StreamsMember(member_id)
@@ -636,7 +640,8 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup, StreamsMember]):
         # restores it, and its timers move only once written
         prior, reconciled, to_create, delayed = self.change_and_write(
             group, created, records,
-            lambda timers: self._heartbeat_apply(group, member, request, client_id, client_host, records, timers))
+            lambda timers: self._heartbeat_apply(group, member, request, client_id, client_host, records, timers),
+            converted_from)
         self.schedule_session_timeout(group, member_id)
         if request.shutdown_application:
             group.shutdown_requested_by = member_id
