@@ -85,7 +85,7 @@ def test_a_batch_verified_before_its_producers_abort_marker_landed_is_refused_an
         assert listed.topics[0].partitions[0].offset == broker_log_end(server, topic)
 
 
-def test_transactional_offsets_verified_before_their_producers_abort_marker_landed_are_refused_and_open_no_transaction():
+def test_txn_offsets_verified_before_their_producers_abort_marker_landed_are_refused_and_open_no_transaction():
     """TxnOffsetCommit (v3, transaction protocol 1): the group's __consumer_offsets partition is verified with the
     transaction coordinator before the offsets are written. Written after the abort's marker, they would be a
     transaction no marker closes: OffsetFetch with require_stable answering UNSTABLE_OFFSET_COMMIT for ever, the
