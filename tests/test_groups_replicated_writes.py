@@ -44,7 +44,8 @@ class ReplicatedContext(TestContext):
     def partition_log(self, topic: str, partition: int) -> None:
         return None   # nothing to load at start
 
-    def append(self, topic: str, partition: int, records: bytes, *, producer: tuple[int, int] | None = None) -> Any:
+    def append(self, topic: str, partition: int, records: bytes, *, producer: tuple[int, int] | None = None,
+               verification: object | None = None) -> Any:
         if self.refuse is not None:
             raise AppendRefused(self.refuse, "refused by the test")
         base = self.next_offset

@@ -8,7 +8,8 @@ the epoch: if its ABORT marker reaches the partition while the verification's an
 verified for the aborted transaction was appended after the marker and opened a transaction no marker would ever
 close (the partition's last stable offset stuck there: read_committed consumers and the log cleaner stop). Here
 the verification's answer is held back (in process, around the broker's real coordinator) while the client
-aborts; the batch must then be refused with INVALID_TXN_STATE and leave no transaction open."""
+aborts; the batch must then be refused with INVALID_TXN_STATE and leave no transaction open. A TxnOffsetCommit's
+write to its group's ``__consumer_offsets`` partition is verified and guarded the same way."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import klog
 from klog.protocol import ApiKey
 from klog.protocol.error_codes import ErrorCode as E
 from klog.testing.wire import WireClient
+from test_transactions_v2_wire import committed_offset, txn_offset_commit
 from test_transactions_wire import add, end, init, new_topic, produce_txn
 
 pytestmark = pytest.mark.timeout(120)
@@ -83,6 +85,93 @@ def test_a_batch_verified_before_its_producers_abort_marker_landed_is_refused_an
         assert listed.topics[0].partitions[0].offset == broker_log_end(server, topic)
 
 
-def broker_log_end(server: Any, topic: str) -> int:
+def test_txn_offsets_verified_before_their_producers_abort_marker_landed_are_refused_and_open_no_transaction():
+    """TxnOffsetCommit (v3, transaction protocol 1): the group's __consumer_offsets partition is verified with the
+    transaction coordinator before the offsets are written. Written after the abort's marker, they would be a
+    transaction no marker closes: OffsetFetch with require_stable answering UNSTABLE_OFFSET_COMMIT for ever, the
+    partition's last stable offset stuck. A commit before (nothing held back) shows the unguarded path works."""
     from klog.client.loop_thread import call_in_loop
-    return int(call_in_loop(server.loop, lambda: server.state.partitions.get(topic, 0).log_end_offset, timeout=30))
+    from klog.broker.coordinator.runtime import partition_for
+    with klog.Broker(config=CONFIG) as broker, WireClient(broker.host, broker.port) as client, \
+            WireClient(broker.host, broker.port) as producer_conn:
+        server = broker._require()
+        topic = new_topic(client)
+        tid, group = "guarded-offsets", "guarded-group"
+        initiated: Any = init(client, tid)
+        assert initiated.error_code == E.NONE
+        pid, epoch = initiated.producer_id, initiated.producer_epoch
+        transactions = server.state.transactions
+        offsets_partition = partition_for(group, transactions.offsets_partitions)
+
+        def add_offsets() -> int:
+            return int(client.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": tid, "producer_id": pid,
+                                                                     "producer_epoch": epoch, "group_id": group}
+                                      ).error_code)
+
+        assert add_offsets() == E.NONE
+        assert txn_offset_commit(producer_conn, 3, tid, pid, epoch, group, topic, 5) == E.NONE
+        assert end(client, tid, pid, epoch, commit=True) == E.NONE
+        assert committed_offset(client, group, topic) == 5   # once the COMMIT marker is written
+
+        verified = threading.Event()
+        answer_released = threading.Event()
+        real = transactions.add_or_verify
+
+        async def answer_held_back(*args: Any) -> dict[tuple[str, int], int]:
+            codes = await real(*args)   # the coordinator's real answer, on its way back to the leader
+            verified.set()
+            while not answer_released.is_set():
+                import asyncio
+                await asyncio.sleep(0.01)
+            return codes
+
+        deadline = time.monotonic() + 20
+        while (code := add_offsets()) == E.CONCURRENT_TRANSACTIONS:   # the commit's markers still being written
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert code == E.NONE
+        call_in_loop(server.loop, lambda: setattr(transactions, "add_or_verify", answer_held_back), timeout=30)
+        try:
+            committed: list[int] = []
+            sender = threading.Thread(target=lambda: committed.append(
+                txn_offset_commit(producer_conn, 3, tid, pid, epoch, group, topic, 9)))
+            sender.start()
+            assert verified.wait(30)
+            log_end = broker_log_end(server, OFFSETS_TOPIC, offsets_partition)
+            assert end(client, tid, pid, epoch, commit=False) == E.NONE   # the client aborts (protocol 1: no bump)
+            deadline = time.monotonic() + 20
+            while broker_log_end(server, OFFSETS_TOPIC, offsets_partition) == log_end:   # until the ABORT marker
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            answer_released.set()
+            sender.join(30)
+            assert committed == [E.INVALID_TXN_STATE]   # Kafka: the log refuses the write its guard no longer holds
+        finally:
+            answer_released.set()
+            call_in_loop(server.loop, lambda: transactions.__dict__.pop("add_or_verify", None), timeout=30)
+        open_txns = call_in_loop(server.loop, lambda: server.state.producers.ongoing_txns(OFFSETS_TOPIC,
+                                                                                          offsets_partition),
+                                 timeout=30)
+        assert open_txns == {}
+        assert stable_offset(client, group, topic) == (E.NONE, 5)   # the first transaction's, nothing pending
+        listed = client.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 1, "topics": [
+            {"name": OFFSETS_TOPIC, "partitions": [{"partition_index": offsets_partition,
+                                                    "current_leader_epoch": -1, "timestamp": -1}]}]})
+        assert listed.topics[0].partitions[0].offset == broker_log_end(server, OFFSETS_TOPIC, offsets_partition)
+
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def stable_offset(client: WireClient, group: str, topic: str) -> tuple[int, int]:
+    """(error, committed offset) of the group's partition 0 as OffsetFetch v8 with require_stable answers it."""
+    fetched = client.request(ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": [
+        {"name": topic, "partition_indexes": [0]}]}], "require_stable": True})
+    partition = fetched.groups[0].topics[0].partitions[0]
+    return int(partition.error_code), int(partition.committed_offset)
+
+
+def broker_log_end(server: Any, topic: str, partition: int = 0) -> int:
+    from klog.client.loop_thread import call_in_loop
+    return int(call_in_loop(server.loop, lambda: server.state.partitions.get(topic, partition).log_end_offset,
+                            timeout=30))

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from klog.broker.config import BrokerConfig
-from klog.broker.errors import COORDINATOR_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, TOPIC_ALREADY_EXISTS
+from klog.broker.errors import (COORDINATOR_NOT_AVAILABLE, INVALID_TXN_STATE, NOT_LEADER_OR_FOLLOWER,
+                               TOPIC_ALREADY_EXISTS)
 from klog.broker.groups.api import AppendRefused
 from klog.broker.clean_shutdown import (CLEAN_SHUTDOWN_FILE, NO_EPOCH, read_high_watermarks, read_previous_broker_epoch,
                                         write_broker_epoch, write_high_watermarks)
@@ -617,12 +618,16 @@ class BrokerState:
     def partition_log(self, topic: str, partition: int) -> Any:
         return self.partitions.get(topic, partition)
 
-    def append(self, topic: str, partition: int, records: bytes, *, producer: tuple[int, int] | None = None) -> Any:
+    def append(self, topic: str, partition: int, records: bytes, *, producer: tuple[int, int] | None = None,
+               verification: object | None = None) -> Any:
         """The coordinator's write: acks=all, so refused before the append when this broker does not lead the
         partition or its ISR is under the topic's min.insync.replicas (Kafka's coordinator appends with
         requiredAcks=-1). ``producer``: the (id, epoch) of the transactional producer whose transaction the batch
         joins (a TxnOffsetCommit): an older epoch than the partition knows is fenced, and the partition's
-        producer state records the open transaction."""
+        producer state records the open transaction. ``verification``: the producer's verification guard on the
+        partition (transaction protocol 1), started before its coordinator was asked: a batch whose guard a
+        marker of the producer ended since is refused unless its transaction is open (Kafka's UnifiedLog checks
+        the request's VerificationGuard so)."""
         if self.replicas.leader_error(topic, partition):
             raise AppendRefused(NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {topic}-{partition}")
         code, message = self.replicas.check_acks_all(topic, partition)
@@ -632,6 +637,12 @@ class BrokerState:
             code = self.producers.check_marker(topic, partition, producer[0], producer[1])
             if code:
                 raise AppendRefused(code, error_info(code).name)
+            if verification is not None \
+                    and not self.producers.verification_holds(topic, partition, producer[0], verification) \
+                    and not self.producers.in_transaction(topic, partition, producer[0], producer[1]):
+                # the transaction its coordinator verified ended while the write waited: appended now, the batch
+                # would open a transaction no marker closes
+                raise AppendRefused(INVALID_TXN_STATE, "Record was not part of an ongoing transaction")
         if producer is None:
             return self.replicas.append(topic, partition, records)
         producer_id, epoch = producer

@@ -154,12 +154,13 @@ class CoordinatorLog:
             await self.context.ensure_internal_topic_async(self.TOPIC, self.num_partitions, self.configs(),
                                                            replication_factor=self.replication_factor)
 
-    def write(self, key: str, records: Records, now_ms: int,
-              producer: tuple[int, int] | None = None) -> tuple[int, int] | None:
+    def write(self, key: str, records: Records, now_ms: int, producer: tuple[int, int] | None = None,
+              verification: object | None = None) -> tuple[int, int] | None:
         """Appends ``records`` (key, value-or-None) as one batch to ``key``'s partition; returns (partition, last
         offset) of the batch, which the caller waits for the ISR to have before it answers. ``producer``: (id,
         epoch) of a transactional producer whose transaction the batch joins (TxnOffsetCommit); a COMMIT or ABORT
-        marker ends it. Raises on failure."""
+        marker ends it. ``verification``: that producer's verification guard on the partition (the append
+        refuses the batch once a marker ended it). Raises on failure."""
         if not records:
             return None
         self.ensure_topic()
@@ -170,7 +171,8 @@ class CoordinatorLog:
             return partition, self.context.append(self.TOPIC, partition, batch).last_offset
         batch = encode_batch(rows, compression=self.compression, producer_id=producer[0], producer_epoch=producer[1],
                              is_transactional=True)
-        return partition, self.context.append(self.TOPIC, partition, batch, producer=producer).last_offset
+        return partition, self.context.append(self.TOPIC, partition, batch, producer=producer,
+                                              verification=verification).last_offset
 
     def read_partition(self, partition: int, start: int | None = None,
                        end: int | None = None) -> Iterator[tuple[int, bytes | None, bytes | None]]:
@@ -361,12 +363,14 @@ class CoordinatorRuntime:
                 await asyncio.sleep(0)
 
     # -- replicated writes ------------------------------------------------------------------------------------
-    def write(self, key: str, records: Records, *, producer: tuple[int, int] | None = None) -> None:
+    def write(self, key: str, records: Records, *, producer: tuple[int, int] | None = None,
+              verification: object | None = None) -> None:
         """Appends ``records`` to ``key``'s partition (raises when the append fails); the answer of the request
         being handled waits for the ISR to have them (:meth:`await_writes`, :meth:`run`). ``producer``: the
-        transactional producer (id, epoch) whose transaction they join."""
+        transactional producer (id, epoch) whose transaction they join; ``verification``: its verification guard
+        on the partition."""
         if self.log is not None:
-            written = self.log.write(key, records, self.timer.now(), producer)
+            written = self.log.write(key, records, self.timer.now(), producer, verification)
             unreplicated = self._unreplicated.get()
             if written is not None and unreplicated is not None:
                 unreplicated.append(written)

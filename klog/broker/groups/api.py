@@ -153,11 +153,14 @@ class GroupCoordinatorAPI(Protocol):
 
     async def start(self) -> None: ...
 
-    async def handle(self, header: Any, request: Any, *, client_host: str = "", listener: str | None = None) -> Any:
+    async def handle(self, header: Any, request: Any, *, client_host: str = "", listener: str | None = None,
+                     verification: object | None = None) -> Any:
         """Answer one request. ``header`` is ``klog.protocol``'s RequestHeader (``api_key``, ``api_version``,
         ``correlation_id``, ``client_id``); ``request`` the decoded request Struct; ``client_host`` the
         client's IP address (DescribeGroups' ``client_host``); ``listener`` the listener the request came
-        through (FindCoordinator answers addresses on it). Returns the response Struct."""
+        through (FindCoordinator answers addresses on it); ``verification`` a TxnOffsetCommit's verification
+        guard on the group's ``__consumer_offsets`` partition (the broker context's ``append`` refuses its write
+        once a marker of the producer ended it). Returns the response Struct."""
         ...
 
     async def stop(self) -> None: ...

@@ -258,7 +258,8 @@ class GroupCoordinator:
         then, so an acknowledged commit survives the leader's loss); the error to answer with, or NONE."""
         return await self.runtime.await_writes()
 
-    async def handle(self, header: Any, request: Any, *, client_host: str = "", listener: str | None = None) -> Any:
+    async def handle(self, header: Any, request: Any, *, client_host: str = "", listener: str | None = None,
+                     verification: object | None = None) -> Any:
         handler = self._handlers.get(header.api_key)
         if handler is None:
             raise ValueError(f"api key {header.api_key} is not a group API")
@@ -266,6 +267,8 @@ class GroupCoordinator:
             return await self._find_coordinator(header, request, client_host, listener)
         if header.api_key in _FIRST_WRITE_API_KEYS:
             await self.runtime.ensure_log()
+        if verification is not None:   # a TxnOffsetCommit's guard: checked at its write
+            return await self.runtime.run(lambda: self._txn_offset_commit(header, request, client_host, verification))
         return await self.runtime.run(lambda: handler(header, request, client_host))
 
     def group_configs(self, group_id: str) -> Mapping[str, str]:
@@ -584,10 +587,12 @@ class GroupCoordinator:
             answers.append(Struct(name=t.name, partitions=parts))
         return records, accepted, answers
 
-    async def _txn_offset_commit(self, header: Any, request: Any, client_host: str) -> Struct:
+    async def _txn_offset_commit(self, header: Any, request: Any, client_host: str,
+                                 verification: object | None = None) -> Struct:
         """TxnOffsetCommit: the offsets join the producer's transaction (a transactional batch in the group's
         __consumer_offsets partition) and become visible when its COMMIT marker arrives (KIP-98; KIP-447 checks
-        the consumer's generation and member from v3)."""
+        the consumer's generation and member from v3). ``verification``: the producer's verification guard on
+        that partition (Kafka's VerificationGuard), which the append checks."""
         v = header.api_version
         group_id = request.group_id
 
@@ -626,7 +631,8 @@ class GroupCoordinator:
                 prepared.append((key, pending.get(key), om))
                 pending[key] = om
             try:
-                self.runtime.write(group_id, records, producer=(request.producer_id, request.producer_epoch))
+                self.runtime.write(group_id, records, producer=(request.producer_id, request.producer_epoch),
+                                   verification=verification)
                 code = await self._await_writes()
             except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
                 fenced = getattr(exc, "code", None) == ErrorCode.INVALID_PRODUCER_EPOCH

@@ -299,12 +299,18 @@ async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, r
                    if not authz.allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC, t.name)}
         if refused:
             return await _commit_allowed(broker, ctx, request, refused)
-    code = await _add_offsets_partition(broker, ctx.api_version, request)
-    if code:
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
-                                            for p in t.partitions]} for t in request.topics]}
-    return await broker.coordinator.handle(ctx.header, request, client_host=ctx.client_host, listener=ctx.listener)
+    code, guard = await _add_offsets_partition(broker, ctx.api_version, request)
+    try:
+        if code:
+            return {"throttle_time_ms": 0, "topics": [
+                {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                                for p in t.partitions]} for t in request.topics]}
+        verification = None if guard is None else guard[1]
+        return await broker.coordinator.handle(ctx.header, request, client_host=ctx.client_host,
+                                               listener=ctx.listener, verification=verification)
+    finally:
+        if guard is not None:
+            broker.producers.end_verification(OFFSETS_TOPIC, guard[0], request.producer_id, guard[1])
 
 
 #: how the group coordinator answers what its write path was refused (Kafka's GroupCoordinatorService
@@ -317,27 +323,33 @@ _OFFSET_WRITE_ERRORS: dict[int, int] = {
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR}
 
 
-async def _add_offsets_partition(broker: HandlerBroker, version: int, request: TxnOffsetCommitRequest) -> int:
+async def _add_offsets_partition(broker: HandlerBroker, version: int, request: TxnOffsetCommitRequest
+                                 ) -> tuple[int, tuple[int, object] | None]:
     """Before a TxnOffsetCommit writes to the group's ``__consumer_offsets`` partition: from v5 (transaction
     protocol v2, no AddOffsetsToTxn) the partition is added to the producer's transaction, before it verified
     (with ``transaction.partition.verification.enable``), as Kafka's coordinator runtime asks the transaction
     coordinator (``maybeStartTransactionVerification``) when the producer has no transaction open there yet.
-    0, or the error every partition of the request answers."""
+    (0, or the error every partition of the request answers; when verified, the partition and the
+    verification guard its write must still hold, which the caller ends once the write is done.)"""
     transactions = broker.transactions
     if transactions is None or not request.group_id or not request.transactional_id:
-        return 0
+        return 0, None
     operation = txn_offset_commit_operation(version)
     if operation != ADD_PARTITION and not broker.config["transaction.partition.verification.enable"]:
-        return 0
+        return 0, None
     partition = partition_for(request.group_id, transactions.offsets_partitions)
     if broker.partitions.get(OFFSETS_TOPIC, partition) is None:
-        return 0   # not led here: the group coordinator answers NOT_COORDINATOR
+        return 0, None   # not led here: the group coordinator answers NOT_COORDINATOR
     if broker.producers.in_transaction(OFFSETS_TOPIC, partition, request.producer_id, request.producer_epoch):
-        return 0
+        return 0, None
+    # Protocol 1 only, as the produce path's guard (see klog/broker/handlers/produce.py): its abort keeps the
+    # epoch, so offsets verified for a transaction whose marker lands during the ask would be written after it
+    guard = None if operation == ADD_PARTITION else \
+        (partition, broker.producers.start_verification(OFFSETS_TOPIC, partition, request.producer_id))
     codes = await transactions.add_or_verify(request.transactional_id, request.producer_id,
                                              request.producer_epoch, [(OFFSETS_TOPIC, partition)], operation)
     code = int(codes.get((OFFSETS_TOPIC, partition), ErrorCode.UNKNOWN_SERVER_ERROR))
-    return _OFFSET_WRITE_ERRORS.get(code, code)
+    return _OFFSET_WRITE_ERRORS.get(code, code), guard
 
 
 async def _commit_allowed(broker: HandlerBroker, ctx: RequestContext, request: TxnOffsetCommitRequest,
