@@ -570,3 +570,35 @@ def test_acl_requests_validation_errors(server) -> None:
             admin.send(api_key, 2, body)
             with pytest.raises(ConnectionError):
                 admin.receive(api_key, 2)
+
+
+def test_create_topics_answers_a_created_topics_configs_only_to_a_principal_that_may_describe_them(server) -> None:
+    """CreateTopics v5+ answers each created topic's configs, partition count and replication factor; a principal
+    with Create but not DescribeConfigs on the topic gets TOPIC_AUTHORIZATION_FAILED there instead (the topic is
+    created either way)."""
+    kind, host, port = server
+    suffix = uuid.uuid4().hex[:8]
+    with WireClient(host, port, source_host=ADMIN_HOST) as admin, \
+            WireClient(host, port, source_host=CLIENT_HOST) as client:
+        _drop_grants(admin)
+        try:
+            def create(name: str) -> Any:
+                return client.request(ApiKey.CREATE_TOPICS, 7, {
+                    "topics": [{"name": name, "num_partitions": 2, "replication_factor": 1}],
+                    "timeout_ms": 10_000}).topics[0]
+
+            hidden, shown = f"created-hidden-{suffix}", f"created-shown-{suffix}"
+            _set_grants(admin, [(Rt.TOPIC, hidden, Op.CREATE), (Rt.TOPIC, shown, Op.CREATE),
+                                (Rt.TOPIC, shown, Op.DESCRIBE_CONFIGS)])
+            seen: list[Any] = []
+            _until(lambda: seen.append(create(hidden)) or seen[-1].error_code == 0)
+            answer = seen[-1]
+            assert (answer.topic_config_error_code, answer.num_partitions, answer.replication_factor) == \
+                (E.TOPIC_AUTHORIZATION_FAILED, -1, -1), (kind, answer)
+            assert not answer.configs, (kind, answer)
+            answer = create(shown)
+            assert (answer.error_code, answer.topic_config_error_code, answer.num_partitions,
+                    answer.replication_factor) == (0, 0, 2, 1), (kind, answer)
+            assert any(c.name == "cleanup.policy" for c in answer.configs), (kind, answer)
+        finally:
+            _drop_grants(admin)

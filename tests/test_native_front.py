@@ -25,6 +25,7 @@ import pytest
 import klog
 from klog.protocol import ApiKey, decode_response, encode_request
 from klog.protocol.error_codes import ErrorCode
+from klog.testing.ports import free_port
 from klog.testing.wire import WireClient, fetch_raw
 import test_native_produce_path as produce_path
 from native_path_support import produce_with_two_clients, read_with_two_clients
@@ -597,6 +598,56 @@ def test_a_client_quota_set_at_run_time_stops_the_front_and_throttles_as_the_pyt
             assert throttled > 0   # the Python path measured them
             # at most the request already read when the quota arrived went through the front
             assert front_served(broker) <= served + 1
+
+
+def test_a_client_quota_set_through_another_listener_throttles_a_consumer_whose_fetches_the_front_serves():
+    # The quota arrives through a SASL listener, whose connections the front never holds, so no connection goes
+    # to the front after it: only the published image can tell the front. Before, the held consumer's fetches
+    # stayed on the front, unthrottled, until a Produce was accounted there.
+    sasl_port = free_port()
+    config = {**FRONT, "klog.network.native.front.fetch.enable": True, "klog.fetch.native.enable": True,
+              "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+              "sasl.enabled.mechanisms": "PLAIN",
+              "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                  'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="pw";'}
+    with klog.Broker(config=config) as broker:
+        create_topics(broker, {"t": {}}, partitions=1)
+        with WireClient(broker.host, broker.port) as producer:
+            for cid in range(20):
+                producer.send_raw(produce_frame(9, cid, [("t", [(0, batch(size=10_000))])]))
+                assert error_codes(producer.read_frame(), 9) == [0]
+
+        with WireClient(broker.host, broker.port) as consumer:
+            def fetch() -> int:
+                answer = consumer.request(ApiKey.FETCH, 12, {
+                    "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50_000, "isolation_level": 0,
+                    "session_id": 0, "session_epoch": -1, "topics": [{"topic": "t", "partitions": [
+                        {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                         "partition_max_bytes": 50_000}]}], "forgotten_topics_data": [], "rack_id": ""})
+                assert answer.responses[0].partitions[0].error_code == 0
+                return int(answer.throttle_time_ms)
+
+            fetched_by_front = broker.stats()["native_front_fetches"]
+            for _ in range(20):   # the front takes the connection once it is idle
+                assert fetch() == 0
+                time.sleep(0.01)
+            assert broker.stats()["native_front_fetches"] > fetched_by_front
+
+            with WireClient("127.0.0.1", sasl_port) as admin:
+                assert admin.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == 0
+                assert admin.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0admin\0pw"}).error_code == 0
+                response = admin.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, {"entries": [
+                    {"entity": [{"entity_type": "user", "entity_name": None}],
+                     "ops": [{"key": "consumer_byte_rate", "value": 1000.0, "remove": False}]}],
+                    "validate_only": False})
+                assert response.entries[0].error_code == 0
+                # the quota is in this broker's image once DescribeClientQuotas answers it
+                assert _until(lambda: admin.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {
+                    "components": [{"entity_type": "user", "match_type": 1, "match": None}],
+                    "strict": False}).entries)
+            # a 50 KB answer at 1,000 B/s: the first fetch after the quota is throttled (and its connection muted
+            # for that long, so it is the last one here)
+            assert fetch() > 0
 
 
 def test_real_clients_produce_and_consume_with_the_front_on():

@@ -9,7 +9,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from klog.broker.config import BrokerConfig
@@ -258,6 +258,9 @@ class BrokerState:
             lambda: create_transaction_coordinator(self),
             lambda: self.metadata.topic(TRANSACTION_STATE_TOPIC) is not None)
         self.coordinator = GroupCoordinator(self, other_key_types={KEY_TYPE_TRANSACTION: self.transactions.runtime})
+        #: called after each image published, after the coordinators (the native front re-reads the client
+        #: quotas: a quota set while it holds connections applies to their next request, as in Kafka)
+        self.after_publish: list[Callable[[], object]] = []
         #: the committed cluster metadata (topics, partitions, configs, brokers) handlers read, and the
         #: controller operations that change it; publishing it opens this broker's partition logs
         self.metadata = ClusterMetadata(config, self.cluster_id, self.partitions, self.endpoints,
@@ -328,6 +331,8 @@ class BrokerState:
         self._log_replayed()
         self.coordinator.on_metadata_published()
         self.transactions.on_metadata_published()
+        for hook in self.after_publish:
+            hook()
 
     def _log_opened(self, topic: str, partition: int, log_: Any) -> None:
         """A partition log opened (at startup, or when the image placed it here later): its producer state as the

@@ -209,12 +209,28 @@ async def guard(api_key: int, requester: Requester, request: Req,
         return await decide(request)
     field, kept, refused, out = _denied_items(api_key, requester, request)
     if not refused:
-        return await decide(request)
-    response: Any = await decide(cast(Req, Struct(**{**request.__dict__, field: kept}))) if kept \
-        else {"throttle_time_ms": 0, out: []}
+        response: Any = await decide(request)
+    else:
+        response = await decide(cast(Req, Struct(**{**request.__dict__, field: kept}))) if kept \
+            else {"throttle_time_ms": 0, out: []}
     items = response[out] if isinstance(response, dict) else getattr(response, out)
+    if api_key == 19:
+        _hide_undescribable_configs(requester, items)
     items.extend(refused)
     return cast(R, response)
+
+
+def _hide_undescribable_configs(requester: Requester, created: list[Any]) -> None:
+    """CreateTopics (v5+ answers a created topic's configs, partitions and replication factor): only for topics the
+    principal may DescribeConfigs; the others answer TOPIC_AUTHORIZATION_FAILED there instead (Kafka's
+    ControllerApis ``describableTopicNames``)."""
+    for item in created:
+        fields = item if isinstance(item, dict) else item.__dict__
+        if fields.get("error_code") or fields.get("configs") is None \
+                or requester.allowed(AclOperation.DESCRIBE_CONFIGS, _TOPIC, fields["name"], count=False):
+            continue
+        fields.update(configs=None, num_partitions=-1, replication_factor=-1,
+                      topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
 def refusal(api_key: int, api_version: int, request: ControllerRequest, code: int, message: str) -> dict[str, Any]:

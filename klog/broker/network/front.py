@@ -102,6 +102,9 @@ class FrontLink:
         #: connection id -> the connection, while the front reads it
         self.connections: dict[int, Connection] = {}
         loop.add_reader(self.native.notify_fd, self.on_ready)
+        # a client quota set by an image (AlterClientQuotas through any broker or listener) stops the front at
+        # once, not at the next Produce it accounts: it serves held consumers' fetches unthrottled otherwise
+        state.after_publish.append(self.refresh)
 
     @staticmethod
     def available(state: BrokerState) -> bool:
