@@ -602,3 +602,48 @@ def test_create_topics_answers_a_created_topics_configs_only_to_a_principal_that
             assert any(c.name == "cleanup.policy" for c in answer.configs), (kind, answer)
         finally:
             _drop_grants(admin)
+
+
+def test_txn_offsets_of_the_readable_topics_join_the_transaction_when_another_topic_is_refused(server) -> None:
+    """TxnOffsetCommit v5 (transaction protocol 2) with a topic the principal may not read: that topic answers
+    TOPIC_AUTHORIZATION_FAILED, and the readable topic's offset joins the producer's transaction (its group's
+    partition added on the server) and counts once the transaction commits. Before, klog wrote the readable
+    topic's offset without adding the partition to the transaction, which the coordinator then did not know
+    (EndTxn answered INVALID_TXN_STATE) and no marker would close."""
+    from test_transactions_v2_wire import committed_offset, end_v5
+    from test_transactions_wire import init
+
+    kind, host, port = server
+    suffix = uuid.uuid4().hex[:8]
+    tid, group = f"matrix-txn-{suffix}", f"matrix-txn-group-{suffix}"
+    with WireClient(host, port, source_host=ADMIN_HOST) as admin, \
+            WireClient(host, port, source_host=CLIENT_HOST) as client:
+        _drop_grants(admin)
+        try:
+            _set_grants(admin, [(Rt.TRANSACTIONAL_ID, tid, Op.WRITE), (Rt.GROUP, group, Op.READ),
+                                (Rt.TOPIC, TOPIC, Op.READ)])
+            _until(lambda: client.request(ApiKey.FIND_COORDINATOR, 4, {
+                "key_type": 0, "coordinator_keys": [group]}).coordinators[0].error_code == 0, timeout=60)
+            initiated: Any = init(client, tid, version=5)
+            assert initiated.error_code == 0, (kind, initiated)
+            pid, epoch = initiated.producer_id, initiated.producer_epoch
+            seen: list[Any] = []
+
+            def committed() -> bool:
+                seen.append(client.request(ApiKey.TXN_OFFSET_COMMIT, 5, {
+                    "transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+                    "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                        {"name": name, "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                       "committed_leader_epoch": -1, "committed_metadata": None}]}
+                        for name in (TOPIC, "matrix-unreadable")]}))
+                return seen[-1].topics[0].partitions[0].error_code not in (
+                    E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS,
+                    E.CONCURRENT_TRANSACTIONS)
+
+            _until(committed, timeout=30)
+            codes = {t.name: t.partitions[0].error_code for t in seen[-1].topics}
+            assert codes == {TOPIC: E.NONE, "matrix-unreadable": E.TOPIC_AUTHORIZATION_FAILED}, (kind, seen[-1])
+            assert end_v5(client, tid, pid, epoch, True)[0] == E.NONE
+            assert committed_offset(admin, group, TOPIC) == 5, kind
+        finally:
+            _drop_grants(admin)

@@ -284,6 +284,7 @@ async def init_transactional_producer_id(broker: HandlerBroker, ctx: RequestCont
 @handler(28, 0, 5)
 async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, request: TxnOffsetCommitRequest
                                   ) -> Any:
+    refused: list[Any] = []   # the topics the principal may not read: TOPIC_AUTHORIZATION_FAILED, the rest go on
     if broker.access is not None:   # Kafka: Write on the TransactionalId, Read on the group and on each topic
         code: int = errors.NONE
         if not authz.allowed(broker, ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID,
@@ -292,25 +293,38 @@ async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, r
         elif not authz.allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.GROUP, request.group_id):
             code = errors.GROUP_AUTHORIZATION_FAILED
         if code:
-            return {"throttle_time_ms": 0, "topics": [
-                {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
-                                                for p in t.partitions]} for t in request.topics]}
-        refused = {t.name for t in request.topics
-                   if not authz.allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC, t.name)}
+            return _every_partition(request.topics, code)
+        refused = [t for t in request.topics
+                   if not authz.allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC, t.name)]
         if refused:
-            return await _commit_allowed(broker, ctx, request, refused)
+            kept = [t for t in request.topics if t not in refused]
+            if not kept:
+                return _every_partition(refused, errors.TOPIC_AUTHORIZATION_FAILED)
+            request = cast("TxnOffsetCommitRequest", Struct(**{**request.__dict__, "topics": kept}))
+    # the kept topics' offsets are verified (or added, v5) and guarded like any others: written unverified, they
+    # could join no transaction the coordinator knows, and no marker would close them
     code, guard = await _add_offsets_partition(broker, ctx.api_version, request)
     try:
         if code:
-            return {"throttle_time_ms": 0, "topics": [
-                {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
-                                                for p in t.partitions]} for t in request.topics]}
-        verification = None if guard is None else guard[1]
-        return await broker.coordinator.handle(ctx.header, request, client_host=ctx.client_host,
-                                               listener=ctx.listener, verification=verification)
+            answer: Any = _every_partition(request.topics, code)
+        else:
+            verification = None if guard is None else guard[1]
+            answer = await broker.coordinator.handle(ctx.header, request, client_host=ctx.client_host,
+                                                     listener=ctx.listener, verification=verification)
     finally:
         if guard is not None:
             broker.producers.end_verification(OFFSETS_TOPIC, guard[0], request.producer_id, guard[1])
+    if refused:
+        topics = answer["topics"] if isinstance(answer, dict) else answer.topics
+        topics.extend(_every_partition(refused, errors.TOPIC_AUTHORIZATION_FAILED)["topics"])
+    return answer
+
+
+def _every_partition(topics: list[Any], code: int) -> dict[str, Any]:
+    """The TxnOffsetCommit answer giving every partition of ``topics`` ``code``."""
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                        for p in t.partitions]} for t in topics]}
 
 
 #: how the group coordinator answers what its write path was refused (Kafka's GroupCoordinatorService
@@ -350,21 +364,6 @@ async def _add_offsets_partition(broker: HandlerBroker, version: int, request: T
                                              request.producer_epoch, [(OFFSETS_TOPIC, partition)], operation)
     code = int(codes.get((OFFSETS_TOPIC, partition), ErrorCode.UNKNOWN_SERVER_ERROR))
     return _OFFSET_WRITE_ERRORS.get(code, code), guard
-
-
-async def _commit_allowed(broker: HandlerBroker, ctx: RequestContext, request: TxnOffsetCommitRequest,
-                          refused: set[str]) -> Any:
-    """TxnOffsetCommit of the topics the principal may read; the others answer TOPIC_AUTHORIZATION_FAILED."""
-    kept = [t for t in request.topics if t.name not in refused]
-    answer: Any = Struct(throttle_time_ms=0, topics=[])
-    if kept:
-        answer = await broker.coordinator.handle(ctx.header, Struct(**{**request.__dict__, "topics": kept}),
-                                                 client_host=ctx.client_host, listener=ctx.listener)
-    answer.topics.extend(Struct(name=t.name, partitions=[
-        Struct(partition_index=p.partition_index, error_code=errors.TOPIC_AUTHORIZATION_FAILED)
-        for p in t.partitions]) for t in request.topics if t.name in refused)
-    return answer
-
 
 
 @handler(65, 0, 0)
