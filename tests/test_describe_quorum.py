@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +176,87 @@ def test_kafka_metadata_quorum_and_klog_cluster_info_on_a_single_node(tmp_path: 
         assert out.returncode == 0, out.stderr
         assert re.search(r"controller quorum: leader 1, epoch \d+, high watermark \d+", out.stdout), out.stdout
         assert re.search(r"^[^\w\n]*1\*", out.stdout, re.M), out.stdout
+
+
+#: how long the test's watchdog leaves the raft thread held before it lets the write through (a bound on the old
+#: code's stall, so that the test ends; the answers are checked against it, not timed)
+HELD_WRITE_BOUND_S = 20
+
+
+def test_describe_quorum_and_a_voter_change_answer_while_the_raft_thread_holds_the_node(tmp_path: Path) -> None:
+    """The raft node's getters take its lock, which the raft thread holds through a ready cycle's (or a snapshot's)
+    fsync, with the GIL held: read on the event loop they stopped it until the write ended. DescribeQuorum and
+    a voter change's check read the driver's soft state now (refreshed between ready cycles). The raft thread is
+    held inside the node for real: the snapshot it writes goes into a FIFO the test has not drained; a watchdog
+    process drains it after HELD_WRITE_BOUND_S (the old code waited for that)."""
+    import asyncio
+    import os
+
+    from klog.broker.__main__ import assemble, load_config
+    from klog.controller.describe_quorum import controller_request, forward_describe_quorum
+    from klog.records import encode_batch
+    from klog.testing.kafka import free_port
+
+    port = free_port()
+    config = load_config(None, [
+        "process.roles=controller", "node.id=1", f"controller.quorum.voters=1@127.0.0.1:{port}",
+        "controller.listener.names=CONTROLLER", f"listeners=CONTROLLER://127.0.0.1:{port}", f"log.dirs={tmp_path}"])
+    released = tmp_path / "released-by-the-watchdog"
+
+    async def main() -> None:
+        node = assemble(config).controller
+        assert node is not None
+        last: list[tuple[int, int, int]] = []   # (index, term, next offset) of the last committed entry
+        node.driver.add_committed_listener(lambda i, t, k, d, b, n: last.append((i, t, n)))
+        await node.start()
+        watchdog = None
+        fifo = -1
+        try:
+            await asyncio.wait_for(node.wait_cluster_id(), 60)
+            index, term, end = last[-1]
+            part = Path(node.driver.dir) / f"{end:020d}-{term:010d}.checkpoint.part"
+            os.mkfifo(part)
+            fifo = os.open(part, os.O_RDONLY | os.O_NONBLOCK)
+            watchdog = subprocess.Popen(["sh", "-c", f'sleep {HELD_WRITE_BOUND_S}; : > "{released}"; '
+                                                     f'exec cat "{part}" > /dev/null'])
+            # more than the FIFO holds: the raft thread stays inside the node's write until the reader drains it
+            data = encode_batch([{"key": None, "value": b"x" * (1 << 20), "timestamp": int(time.time() * 1000)}])
+            snapshot = node.driver.create_snapshot(index, data)
+            while not released.exists() and not _readable(fifo):   # until the raft thread writes into it
+                await asyncio.sleep(0.01)
+            writing = not released.exists() and os.read(fifo, 1) != b""
+            me = Voter(1, "127.0.0.1", port)
+            described = await forward_describe_quorum(me, 2, METADATA_REQUEST)
+            removal = await controller_request(me, 81, 0, {"cluster_id": node.cluster_id, "voter_id": 1,
+                                                           "voter_directory_id": uuid.UUID(int=0)})
+            held = not released.exists() and not snapshot.done()
+            while True:   # let the write through: it fails at its fsync (a FIFO has none), the node goes on
+                try:
+                    if os.read(fifo, 1 << 16) == b"":
+                        break
+                except BlockingIOError:
+                    await asyncio.sleep(0.01)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(snapshot, 60)
+            assert writing or released.exists(), "the snapshot's write never started"
+            assert held, f"answered only once the watchdog let the raft thread's write through " \
+                         f"(after {HELD_WRITE_BOUND_S} s)"
+            partition = described.topics[0].partitions[0]
+            assert partition.error_code == 0 and partition.leader_id == 1 and partition.high_watermark >= end
+            assert [v.replica_id for v in partition.current_voters] == [1]
+            assert removal.error_code == ErrorCode.UNSUPPORTED_VERSION   # a static voter set: nothing to change
+        finally:
+            if watchdog is not None:
+                watchdog.kill()
+                watchdog.wait()
+            if fifo >= 0:
+                os.close(fifo)
+            await node.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 5 * HELD_WRITE_BOUND_S))
+
+
+def _readable(fd: int) -> bool:
+    import select
+
+    return bool(select.select([fd], [], [], 0)[0])

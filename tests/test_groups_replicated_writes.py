@@ -301,6 +301,46 @@ async def test_a_topic_deleted_while_a_commit_of_it_waits_for_the_isr_leaves_no_
     await coord.stop()
 
 
+class LedContext(ReplicatedContext):
+    """A quorum member's context: the ``__consumer_offsets`` partitions this broker leads are ``led`` (what its
+    metadata image says; the test moves them, as a leader change would)."""
+
+    __test__ = False
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.led: set[int] = set()
+
+    def led_partitions(self, topic: str) -> set[int] | None:
+        return set(self.led)
+
+
+async def test_a_coordinator_that_resigned_while_a_commit_waits_for_the_isr_keeps_nothing_of_the_group() -> None:
+    """The group's __consumer_offsets partition moves to another broker while an OffsetCommit waits for the ISR:
+    the old coordinator unloaded the group, and the commit's end applies nothing here (the new leader loads the
+    offset from the log). Without the re-check after the wait, the commit created the group again on the old
+    coordinator with its offset, served to nobody and never unloaded."""
+    ctx = LedContext(topics={"t": 2})
+    coord = GroupCoordinator(ctx, clock=FakeClock(), persist=True)
+    ctx.led = set(range(coord.runtime.log.num_partitions))
+    await coord.topic.ensure_topic_async()
+    await coord.start(run_timers=False)
+    assert coord.owned_partitions == ctx.led
+    client = Client(coord)
+    ctx.auto = 0
+    assert (await _commit(client, 5)).topics[0].partitions[0].error_code == 0
+    commit = await _commit_waiting_for_the_isr(ctx, client)
+    ctx.led.discard(coord.runtime.log.partition_for("g"))   # another broker leads the group's partition now
+    coord.on_metadata_published()
+    assert "g" not in coord.groups and coord.offsets.group_offsets("g") == {}
+    ctx.settle(0)
+    assert (await commit).topics[0].partitions[0].error_code == 0   # in the log the new coordinator loads
+    assert "g" not in coord.groups and coord.offsets.group_offsets("g") == {}
+    fetched = await client.call(FETCH, 8, groups=[dict(group_id="g", topics=None)])
+    assert fetched.groups[0].error_code == E.NOT_COORDINATOR
+    await coord.stop()
+
+
 async def _two_commits_waiting(ctx: Any, client: Any, first: int, second: int
                                ) -> list[tuple[asyncio.Future[Any], asyncio.Future[Any]]]:
     """OffsetCommits of offsets ``first`` then ``second`` to t-0, both written and waiting for the ISR: (the

@@ -199,6 +199,9 @@ class ObserverProgress(Protocol):
     def applied_index(self) -> int: ...
 
     @property
+    def end_offset(self) -> int | None: ...
+
+    @property
     def fetched_ms(self) -> float: ...
 
     @property
@@ -208,7 +211,24 @@ class ObserverProgress(Protocol):
     def directory_id(self) -> uuid.UUID: ...
 
 
+class VoterProgress(Protocol):
+    """The leader's view of one replica (:class:`klog.controller.raft.ReplicaProgress`)."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def is_voter(self) -> bool: ...
+
+    @property
+    def end_offset(self) -> int: ...
+
+
 class VotersConfig(Protocol):
+    @property
+    def node_id(self) -> int: ...
+
+
     @property
     def voters(self) -> Mapping[int, Voter]: ...
 
@@ -219,10 +239,30 @@ class VotersConfig(Protocol):
 class RaftMember(Protocol):
     """A quorum member's raft driver as a controller listener reads it (:class:`klog.controller.raft.RaftDriver`,
     which imports this module): its raft node (None before it started), who leads, the voters' endpoints and
-    the per-peer times of its last fetches."""
+    the per-peer times of its last fetches. The raft state is the driver's soft state, read between ready cycles:
+    the raft node's getters take its lock, which a ready cycle holds through its fsync (with the GIL held here,
+    the event loop would stop for it)."""
 
     @property
     def node(self) -> RaftNode | None: ...
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def term(self) -> int: ...
+
+    @property
+    def voters(self) -> tuple[int, ...]: ...
+
+    @property
+    def committed_end_offset(self) -> int | None: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def progress(self) -> Sequence[VoterProgress]: ...
 
     @property
     def cfg(self) -> VotersConfig: ...
@@ -250,34 +290,31 @@ def _wall_ms() -> int:
 def quorum_status(driver: RaftMember, listener_name: str) -> QuorumStatus | None:
     """Read the raft driver's member (None before it started): the leader's raft progress for each voter's
     log end offset, the driver's per-peer times for its last fetch / last caught-up timestamps."""
-    node = driver.node
-    if node is None:
+    if driver.node is None:
         return None
     now = _wall_ms()
-    is_leader = node.role == "leader"
-    hw = node.end_offset_through(node.commit_index)
+    me = driver.cfg.node_id
+    is_leader = driver.role == "leader"
+    hw = driver.committed_end_offset
     voters: list[ReplicaStatus] = []
     if is_leader:
-        for node_id, is_voter, matched in node.replica_progress():
-            if not is_voter:
+        for p in driver.progress:
+            if not p.is_voter:
                 continue
-            if node_id == node.node_id:
-                voters.append(ReplicaStatus(node_id, node.log_end_offset, now, now))
+            if p.node_id == me:
+                voters.append(ReplicaStatus(me, driver.log_end_offset, now, now))
                 continue
-            end = node.end_offset_through(matched) if matched > 0 else 0
-            voters.append(ReplicaStatus(node_id, -1 if end is None else end,
-                                        int(driver.last_heard_ms.get(node_id, -1)),
-                                        int(driver.last_caught_up_ms.get(node_id, -1))))
+            voters.append(ReplicaStatus(p.node_id, p.end_offset, int(driver.last_heard_ms.get(p.node_id, -1)),
+                                        int(driver.last_caught_up_ms.get(p.node_id, -1))))
     observers: list[ReplicaStatus] = []
     if is_leader:   # broker-only nodes fetching the log from this leader (klog.controller.observer)
         voter_ids = {r.node_id for r in voters}
         for node_id, o in sorted(driver.observers.items()):
             if now - o.fetched_ms > OBSERVER_SESSION_MS or node_id in voter_ids:   # an added voter fetches as one
                 continue
-            end = node.end_offset_through(o.applied_index) if o.applied_index > 0 else 0
-            observers.append(ReplicaStatus(node_id, -1 if end is None else end, int(o.fetched_ms),
+            observers.append(ReplicaStatus(node_id, -1 if o.end_offset is None else o.end_offset, int(o.fetched_ms),
                                            int(o.caught_up_ms), o.directory_id))
-    return QuorumStatus(node_id=node.node_id, leader_id=node.leader_id or -1, leader_epoch=node.term,
+    return QuorumStatus(node_id=me, leader_id=driver.leader_id or -1, leader_epoch=driver.term,
                         high_watermark=-1 if hw is None else hw, is_leader=is_leader, voters=voters,
                         observers=observers,
                         endpoints=current_voter_endpoints(driver), listener_name=listener_name)
@@ -285,8 +322,7 @@ def quorum_status(driver: RaftMember, listener_name: str) -> QuorumStatus | None
 
 def current_voter_endpoints(driver: RaftMember) -> dict[int, Voter]:
     """The endpoints of the raft member's current voters (voter changes add and remove some)."""
-    node = driver.node
-    ids = set(node.voters) if node is not None else set(driver.cfg.voters)
+    ids = set(driver.voters) if driver.node is not None else set(driver.cfg.voters)
     return {i: v for i, v in driver.endpoints.items() if i in ids}
 
 

@@ -144,10 +144,10 @@ class ControllerNode(AppliedMetadata):
     async def _observe_until_voter(self) -> None:
         """KIP-853: a controller formatted --no-initial-controllers follows the committed log from the leader as an
         observer, with its directory id (as Kafka's does), until AddRaftVoter made it a voter."""
-        node = self.driver.node
-        if node is None or self.quorum.node_id in node.voters:
+        driver = self.driver
+        if driver.node is None or self.quorum.node_id in driver.voters:
             return
-        voters = {i: v for i, v in self.driver.endpoints.items() if i in set(node.voters)}
+        voters = {i: v for i, v in driver.endpoints.items() if i in set(driver.voters)}
         cfg = ObserverConfig(self.quorum.node_id, voters, self.quorum.bootstrap_servers,
                              fetch_timeout_ms=self.quorum.fetch_timeout_ms,
                              retry_backoff_ms=self.quorum.reconnect_backoff_ms,
@@ -177,10 +177,10 @@ class ControllerNode(AppliedMetadata):
         self._sync_controller_endpoints()
         if learnt is not None:
             self._learnt_cluster_id(learnt, f"committed at index {index}")
-        node = self.driver.node
-        if kind == "leader_change" and node is not None:
-            is_leader = node.role == "leader"
-            own = is_leader and term == node.term
+        driver = self.driver   # its soft state (refreshed before the ready cycle's entries are delivered)
+        if kind == "leader_change" and driver.node is not None:
+            is_leader = driver.role == "leader"
+            own = is_leader and term == driver.term
             if own:
                 self._activate(term)
             if self.applier.needs_bootstrap(is_leader=is_leader, own_leader_change_applied=own):
@@ -309,8 +309,8 @@ class ControllerNode(AppliedMetadata):
         snapshot of this member's image when they are no longer kept (never inside a metadata transaction: the
         entries after it would start mid-transaction)."""
         deadline = time.monotonic() + request.max_wait_ms / 1000
-        raft = self.driver.node
-        members = set(raft.voters) if raft is not None else set(self.quorum.voters)
+        # the driver's soft state: the raft node's getters wait for a ready cycle's fsync (every observer's fetch)
+        members = set(self.driver.voters) if self.driver.node is not None else set(self.quorum.voters)
         voters = tuple((v.node_id, v.host, v.port) for v in sorted(self.driver.endpoints.values(),
                                                                      key=lambda v: v.node_id) if v.node_id in members)
         while True:
@@ -338,16 +338,16 @@ class ControllerNode(AppliedMetadata):
                 self._fail(f"the raft member stopped: {exc!r}")
                 return
             now = _now_ms()
-            node = self.driver.node
-            if node is None:
+            driver = self.driver   # its soft state: the raft node's getters wait for a ready cycle's fsync
+            if driver.node is None:
                 continue
-            if self.joining_observer is not None and self.quorum.node_id in node.voters:
+            if self.joining_observer is not None and self.quorum.node_id in driver.voters:
                 log.info("controller %d: a voter now (AddRaftVoter): no longer fetching as an observer",
                          self.quorum.node_id)
                 await self._stop_observing()
             # a voter by its log (a member restarted before it learnt that its addition committed is one too: it
             # cannot hear from the others until they know its new endpoint)
-            if (self.quorum.dynamic_voters and self.quorum.node_id in node.log_voters
+            if (self.quorum.dynamic_voters and self.quorum.node_id in driver.log_voters
                     and (self._endpoint_update is None or self._endpoint_update.done())
                     and now - self._endpoint_update_ms >= UPDATE_VOTER_RETRY_MS):
                 mine = self.quorum.voters[self.quorum.node_id]
@@ -355,7 +355,7 @@ class ControllerNode(AppliedMetadata):
                 if recorded is None or (recorded.host, recorded.port) != (mine.host, mine.port):
                     self._endpoint_update_ms = now
                     self._endpoint_update = asyncio.get_running_loop().create_task(self._update_endpoint(mine))
-            if (self.noop_interval_ms > 0 and node.role == "leader" and self.applier.bootstrapped
+            if (self.noop_interval_ms > 0 and driver.role == "leader" and self.applier.bootstrapped
                     and now - self._last_noop_ms >= self.noop_interval_ms and self.appends.propose_noop()):
                 self._last_noop_ms = now
             if not self._snapshotting and self.applier.snapshot_due(now):
@@ -386,8 +386,8 @@ class ControllerNode(AppliedMetadata):
                 log.info("controller %d: its new endpoint %s:%d not recorded yet: %r", mine.node_id, mine.host,
                          mine.port, e)
             return
-        node = self.driver.node
-        request = {"cluster_id": self.cluster_id, "current_leader_epoch": node.term if node is not None else -1,
+        driver = self.driver
+        request = {"cluster_id": self.cluster_id, "current_leader_epoch": driver.term if driver.node is not None else -1,
                    "voter_id": mine.node_id, "voter_directory_id": directory,
                    "listeners": [{"name": self.quorum.listener_name, "host": mine.host, "port": mine.port}],
                    "k_raft_version_feature": {"min_supported_version": 0, "max_supported_version": 1}}

@@ -68,7 +68,8 @@ JOIN_DISCOVERY_RETRY_S = 1.0
 
 ZERO_UUID = uuid.UUID(int=0)
 
-__all__ = ["ListenerPort", "NotLeaderError", "ObserverState", "ProposalLostError", "RaftDriver", "RaftError"]
+__all__ = ["ListenerPort", "NotLeaderError", "ObserverState", "ProposalLostError", "RaftDriver", "RaftError",
+           "ReplicaProgress"]
 
 
 
@@ -80,6 +81,18 @@ class ObserverState:
     fetched_ms: float       # wall-clock ms of that fetch
     caught_up_ms: float     # wall-clock ms it last had everything committed (-1: never)
     directory_id: uuid.UUID  # its metadata log directory's id (KIP-853 replica key; zero: not told)
+    #: the Kafka end offset through ``applied_index`` (-1: not in the log; None: not read yet, done by the run loop)
+    end_offset: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaProgress:
+    """A replica's raft progress as the leader knows it (the driver's soft state)."""
+
+    node_id: int
+    is_voter: bool
+    matched: int            # the raft index it matched
+    end_offset: int         # the Kafka end offset through it (0: nothing matched; -1: not in the log)
 
 
 class ProposalLostError(RaftError):
@@ -290,6 +303,17 @@ class RaftDriver:
         #: the commit index the leader of ``term`` sent this member in its appends (a follower's view of the high
         #: watermark, which the native node records as it steps them; None: not known), as of the last step
         self.leader_commit: int | None = None
+        #: the quorum as the raft node last showed it, read between ready cycles with role and term (DescribeQuorum,
+        #: the voter changes, observers' fetches and the member's duties read these, never the node's getters)
+        self.voters: tuple[int, ...] = ()
+        #: the voters after the log's last entry, uncommitted conf changes included (the native ``log_voters``)
+        self.log_voters: tuple[int, ...] = ()
+        self.commit_index = 0
+        #: the Kafka end offset through the commit index (None: not in the log)
+        self.committed_end_offset: int | None = None
+        self.log_end_offset = 0
+        #: on the leader, every replica's progress (itself included); empty on other members
+        self.progress: tuple[ReplicaProgress, ...] = ()
         self.applied_index = 0
         self.dropped_inbound = 0
         #: the cluster this member belongs to (None until formatted or learnt from the log); peers that
@@ -318,6 +342,8 @@ class RaftDriver:
         )
         #: the commit index the log had when it opened: this member applied every entry up to it before this start
         self.commit_at_start = node.commit_index
+        self._refresh_soft_state(node)   # no ready cycle runs yet
+        self._refresh_quorum_view(node)
         # The image starts from the latest snapshot on disk; raft then delivers the entries after it.
         snap = await loop.run_in_executor(self._executor, node.latest_snapshot)
         if snap is not None:
@@ -539,9 +565,17 @@ class RaftDriver:
         """An observer fetched after ``applied_index`` (forgotten after :data:`OBSERVER_SESSION_MS` of silence)."""
         now = time.time() * 1000.0
         before = self.observers.get(node_id)
-        caught_up = now if self.node is not None and applied_index >= self.node.commit_index else \
+        caught_up = now if self.node is not None and applied_index >= self.commit_index else \
             (before.caught_up_ms if before is not None and before.directory_id == directory_id else -1.0)
-        self.observers[node_id] = ObserverState(applied_index, now, caught_up, directory_id)
+        # its end offset from the soft state when known there; else the run loop reads it between ready cycles
+        end: int | None = None
+        if before is not None and before.applied_index == applied_index:
+            end = before.end_offset
+        elif applied_index == self.commit_index:
+            end = -1 if self.committed_end_offset is None else self.committed_end_offset
+        self.observers[node_id] = ObserverState(applied_index, now, caught_up, directory_id, end)
+        if end is None:
+            self._wake.set()
         if len(self.observers) > MAX_OBSERVERS_TRACKED:
             for stale in [i for i, o in self.observers.items() if now - o.fetched_ms > OBSERVER_SESSION_MS]:
                 del self.observers[stale]
@@ -669,6 +703,7 @@ class RaftDriver:
                     for c in committed:
                         self._deliver(*c)
                 self._refresh_soft_state(node)
+                self._refresh_quorum_view(node)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -703,6 +738,29 @@ class RaftDriver:
                 log.info("raft: node %d lost leadership in term %d", self.cfg.node_id, self.term)
             self.leader_id, self.role, self.term = leader, role, term
             self._leader_changed.set()
+
+    def _refresh_quorum_view(self, node: RaftNode) -> None:
+        """The rest of the soft state (between ready cycles, as ``_refresh_soft_state``): voters, commit index and
+        the end offsets DescribeQuorum reports, the leader's view of each replica, observers' end offsets."""
+        self.voters = tuple(node.voters)
+        self.log_voters = tuple(node.log_voters)
+        self.commit_index = node.commit_index
+        self.committed_end_offset = node.end_offset_through(self.commit_index)
+        self.log_end_offset = node.log_end_offset
+        progress = node.replica_progress() if self.role == "leader" else []
+        self.progress = tuple(ReplicaProgress(peer, is_voter, matched, self._end_offset(node, matched))
+                              for peer, is_voter, matched in progress)
+        for node_id, o in list(self.observers.items()):
+            if o.end_offset is None:
+                self.observers[node_id] = dataclasses.replace(o, end_offset=self._end_offset(node, o.applied_index))
+
+    @staticmethod
+    def _end_offset(node: RaftNode, index: int) -> int:
+        """The Kafka end offset through raft ``index`` (0 for none; -1: no longer in the log)."""
+        if index <= 0:
+            return 0
+        end = node.end_offset_through(index)
+        return -1 if end is None else end
 
     def _install_snapshot(self, index: int, term: int, data: bytes) -> None:
         for fut in self._tracker.drop_through(index):

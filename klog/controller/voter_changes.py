@@ -226,9 +226,8 @@ class VoterChanges:
         return ids
 
     def state(self) -> VoterSetState:
-        driver = self.node.driver
-        raft = driver.node
-        voters = frozenset(raft.voters) if raft is not None else frozenset()
+        driver = self.node.driver   # its soft state: the raft node's getters wait for a ready cycle's fsync
+        voters = frozenset(driver.voters) if driver.node is not None else frozenset()
         return VoterSetState(
             node_id=driver.cfg.node_id, is_leader=driver.is_leader, leader_id=driver.leader_id or -1,
             cluster_id=self.node.cluster_id, dynamic=driver.cfg.dynamic_voters, voters=voters,
@@ -300,7 +299,7 @@ class VoterChanges:
         driver = self.node.driver
         leader = driver.endpoints.get(driver.leader_id)
         out["current_leader"] = {"leader_id": driver.leader_id or -1,
-                                 "leader_epoch": driver.node.term if driver.node is not None else -1,
+                                 "leader_epoch": driver.term if driver.node is not None else -1,
                                  "host": leader.host if leader is not None else "",
                                  "port": leader.port if leader is not None else -1}
         return out
