@@ -6,13 +6,16 @@ processes), wire requests and confluent-kafka."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
 
 from klog.protocol import ApiKey
+from klog.protocol.errors import ErrorCode
 from klog.records import encode_batch
-from klog.testing.cluster import CLUSTER_TIMING, cluster_of
+from klog.testing.cluster import CLUSTER_TIMING, KlogCluster, cluster_of
 from klog.testing.cluster_api import Cluster
 from replication_support import wait
 
@@ -22,6 +25,7 @@ TOPIC = "moved-start"
 RECORDS = 50
 #: the leader's log start after DeleteRecords: past the end (0) of the empty log the new replica starts with
 DELETED_BEFORE = 25
+KAFKA_STORAGE_ERROR = int(ErrorCode.KAFKA_STORAGE_ERROR)
 
 
 def _log_start(cluster: Cluster, node: int) -> int | None:
@@ -86,3 +90,75 @@ def test_a_replica_added_after_the_leaders_log_start_moved_past_its_end_restarts
         after = cluster.produce(TOPIC, [0], 10, via=1, tag="after")
         got = cluster.consume(TOPIC, [0], RECORDS - DELETED_BEFORE + 10, via=1)
         assert after <= got and got & sent == {(0, b"before-%d" % i) for i in range(DELETED_BEFORE, RECORDS)}
+
+
+def _describe_log_dirs(cluster: Cluster, node: int) -> dict[str, int]:
+    """DescribeLogDirs v4 at ``node``: realpath of each log dir -> its error code."""
+    with cluster.wire(node) as wire:
+        answer = wire.request(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
+    assert answer.error_code == 0, answer
+    return {os.path.realpath(r.log_dir): r.error_code for r in answer.results}
+
+
+def test_a_follower_whose_full_truncation_fails_midway_takes_its_log_dir_offline_and_stops_fetching_it(
+        tmp_path: Path) -> None:
+    """Node 2 (two log dirs) is down while the leader's log start moves past node 2's log end; a directory put where
+    node 2's segment 0 is renamed when retired (``00000000000000000000.log.deleted``) makes its full truncation fail
+    after the new segment was made (EISDIR), which closes the log until a restart. Before, the replica fetcher
+    logged the closed log's error at every round for ever and the dir stayed online; now the dir goes offline as
+    for a failed leader append: DescribeLogDirs answers KAFKA_STORAGE_ERROR for it (not for the other dir), the
+    controller lists node 2 as the partition's offline replica, and the fetcher stops fetching it."""
+    backoff_ms = 200
+    properties = {**CLUSTER_TIMING, "replica.fetch.backoff.ms": backoff_ms, "replica.fetch.wait.max.ms": 200}
+    dirs = [tmp_path / "node-2-a", tmp_path / "node-2-b"]
+    cluster = KlogCluster(tmp_path / "cluster", 3, properties=properties)
+    cluster.nodes[2].config["log.dirs"] = ",".join(map(str, dirs))
+    with cluster:
+        cluster.wait_for_brokers()
+        with cluster.wire(1) as wire:
+            created = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+                {"name": TOPIC, "num_partitions": -1, "replication_factor": -1,
+                 "assignments": [{"partition_index": 0, "broker_ids": [1, 2]}], "configs": []}],
+                "timeout_ms": 30000, "validate_only": False}).topics[0]
+            assert created.error_code == 0, created
+        cluster.wait_for_isr(TOPIC, 0, [1, 2])
+        [partition_dir] = [d / f"{TOPIC}-0" for d in dirs if (d / f"{TOPIC}-0").is_dir()]
+        assert cluster.stop_node(2) == 0
+        cluster.wait_for_isr(TOPIC, 0, [1])
+        with cluster.wire(1) as wire:
+            for i in range(RECORDS):
+                answer = wire.request(ApiKey.PRODUCE, 9, {
+                    "transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [{
+                        "name": TOPIC, "partition_data": [{"index": 0, "records": encode_batch(
+                            [{"value": b"before-%d" % i}])}]}]})
+                assert answer.responses[0].partition_responses[0].error_code == 0
+            deleted = wire.request(ApiKey.DELETE_RECORDS, 2, {"topics": [{"name": TOPIC, "partitions": [
+                {"partition_index": 0, "offset": DELETED_BEFORE}]}], "timeout_ms": 30000})
+        part = deleted.topics[0].partitions[0]
+        assert (part.error_code, part.low_watermark) == (0, DELETED_BEFORE)
+        # node 2's log [0, 0) ends before the leader's start (25): it restarts at 25, and retiring segment 0
+        # (renamed *.deleted, file.delete.delay.ms later removed) meets a directory
+        assert sorted(p.name for p in partition_dir.glob("*.log")) == ["00000000000000000000.log"]
+        (partition_dir / "00000000000000000000.log.deleted").mkdir()
+        cluster.restart(2)
+        cluster.wait_for_brokers()
+
+        failed_dir = os.path.realpath(partition_dir.parent)
+        other_dir = os.path.realpath(next(d for d in dirs if d != partition_dir.parent))
+        wait(lambda: _describe_log_dirs(cluster, 2).get(failed_dir) == KAFKA_STORAGE_ERROR,
+             "node 2's failed log dir answered KAFKA_STORAGE_ERROR in DescribeLogDirs")
+        assert _describe_log_dirs(cluster, 2)[other_dir] == 0
+        wait(lambda: cluster.metadata(1, [TOPIC]).topics[0].partitions[0].offline_replicas == [2],
+             "node 2 listed as the offline replica")
+        # offline at the failed truncation itself, naming its error (before, only once the maintenance pass's
+        # flush met the closed log: "log moved-start-0 is closed", the fetcher failing every round until then)
+        lines = cluster.log_lines(2)
+        [offline_line] = [line for line in lines if f"log dir {partition_dir.parent} is offline" in line]
+        assert "rename for delete" in offline_line and "Is a directory" in offline_line, offline_line
+        assert any(f"partition {TOPIC}-0: its log dir is offline; no longer fetching it" in line
+                   for line in lines), lines
+        # the fetcher stopped fetching it before its next round: one failed round, none after (waited for 10
+        # rounds of replica.fetch.backoff.ms)
+        time.sleep(10 * backoff_ms / 1000)
+        failed_rounds = [line for line in cluster.log_lines(2) if "fetch from broker 1 failed" in line]
+        assert len(failed_rounds) == 1, failed_rounds

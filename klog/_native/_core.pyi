@@ -574,6 +574,10 @@ class PartitionLog:
     @property
     def recovery_point(self) -> int: ...
     @property
+    def closed(self) -> bool:
+        """Every call raises StorageError (log closed): closed, deleted, or closed by a full truncation that failed
+        midway (until a restart)."""
+    @property
     def config(self) -> LogConfig: ...
     @property
     def size_in_bytes(self) -> int: ...

@@ -46,6 +46,7 @@ def handle_describe_log_dirs(broker: HandlerBroker, ctx: RequestContext, request
         return {"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted = _wanted(request)
     by_dir: dict[str, dict[str, list[DescribeLogDirsResponsePartition]]] = {os.path.realpath(d): {} for d in broker.config.log_dirs}
+    offline = {os.path.realpath(d) for d in broker.partitions.offline_dirs}
     for (topic, partition), log_ in sorted(broker.partitions.logs()):
         if wanted is not None and partition not in wanted.get(topic, ()):
             continue
@@ -53,8 +54,14 @@ def handle_describe_log_dirs(broker: HandlerBroker, ctx: RequestContext, request
         topics = by_dir.get(directory)
         if topics is None:   # not under a configured log dir: cannot happen, the LogManager creates them there
             continue
+        if directory in offline:   # listed without partitions; its log may be closed (its size raises)
+            continue
+        try:
+            size = log_.size_in_bytes
+        except OSError:   # closed by a failed write whose dir goes offline at once: left out, as it will be
+            continue
         topics.setdefault(topic, []).append({
-            "partition_index": partition, "partition_size": log_.size_in_bytes,
+            "partition_index": partition, "partition_size": size,
             # Kafka's getLogEndOffsetLag for a current (not future) replica: how far its log end is behind the
             # high watermark it knows, never below 0 (0 for a leader)
             "offset_lag": max(0, log_.high_watermark - log_.log_end_offset), "is_future_key": False})
@@ -67,7 +74,6 @@ def handle_describe_log_dirs(broker: HandlerBroker, ctx: RequestContext, request
                 "partition_index": partition, "partition_size": broker.partitions.moves.future_size((topic, partition)),
                 "offset_lag": log_.log_end_offset - max(0, move.copied_end_offset), "is_future_key": True})
     # as Kafka answers for a log dir that has failed: the error, no partitions, no sizes
-    offline = {os.path.realpath(d) for d in broker.partitions.offline_dirs}
     results = []
     for directory, topics in by_dir.items():
         result: DescribeLogDirsResponseResult = {"error_code": errors.NONE, "log_dir": directory, "total_bytes": -1,

@@ -72,6 +72,10 @@ class FollowedReplicas(Protocol):
         """An append (and its replay) or a truncation of ``key`` ended, whether or not it is still followed."""
         ...
 
+    def on_follower_write_failed(self, followed: FollowedPartition, exc: OSError) -> None:
+        """The append or truncation of ``followed``'s log failed with a storage error (its log dir may go offline)."""
+        ...
+
 
 class ReplicaFetcher:
     """Fetches the partitions this broker follows from one leader (``leader_id``)."""
@@ -359,7 +363,8 @@ class ReplicaFetcher:
         """:meth:`_append_records` on the event loop."""
         try:
             fp.log.native.append_as_follower(records)
-        except BaseException:
+        except BaseException as exc:
+            self.owner.write_failed(fp, exc)
             self._append_ended(fp, records, appended=False)
             raise
         self._append_ended(fp, records, appended=True)
@@ -390,7 +395,8 @@ class ReplicaFetcher:
         The caller has marked it appending; this ends that, whatever happens."""
         try:
             await asyncio.to_thread(fp.log.native.append_as_follower, records)
-        except BaseException:
+        except BaseException as exc:
+            self.owner.write_failed(fp, exc)
             self._append_ended(fp, records, appended=False)
             raise
         self._append_ended(fp, records, appended=True)
@@ -444,6 +450,9 @@ class ReplicaFetcher:
                 fp.log.refresh_epochs()
                 self.owner.on_truncated(fp.key, held_from)   # the producer state drops all the log held
                 self.owner.replicas.follower_high_watermark(fp)
+        except BaseException as exc:
+            self.owner.write_failed(fp, exc)
+            raise
         finally:
             del self.owner.appending[fp.key]
             self.owner.replicas.on_follower_append_done(fp.key)
@@ -543,6 +552,13 @@ class ReplicaFetcherManager:
         assert self.num_fetchers >= 1
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._started = False
+
+    def write_failed(self, fp: FollowedPartition, exc: BaseException) -> None:
+        """``fp``'s append or truncation raised ``exc``: a storage error goes to the replica manager, which takes its
+        log dir offline as a leader's failed append does (else the fetcher retried it, failing at every round for
+        ever). Not once the fetchers stopped: a log the broker's stop closed under an append has not failed."""
+        if self._started and isinstance(exc, OSError):
+            self.replicas.on_follower_write_failed(fp, exc)
 
     def _index(self, key: Key) -> int:
         return zlib.crc32(f"{key[0]}-{key[1]}".encode()) % self.num_fetchers

@@ -773,6 +773,12 @@ impl PyPartitionLog {
     fn recovery_point(&self) -> i64 {
         self.log.recovery_point()
     }
+    /// True once every call raises StorageError (log closed): closed, deleted, or closed by a full
+    /// truncation that failed midway (until a restart).
+    #[getter]
+    fn closed(&self) -> bool {
+        self.log.is_closed()
+    }
     #[getter]
     fn config(&self) -> PyResult<PyLogConfig> {
         Ok(PyLogConfig { inner: (*self.log.config().map_err(err)?).clone() })

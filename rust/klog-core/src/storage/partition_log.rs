@@ -829,6 +829,12 @@ impl PartitionLog {
         Ok(self.lock()?.config.clone())
     }
 
+    /// Every call errors until a restart: the log was closed, deleted, or closed by a full
+    /// truncation that failed midway.
+    pub fn is_closed(&self) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).closed
+    }
+
     pub fn update_config(&self, config: LogConfig) -> StorageResult<()> {
         config.validate()?;
         self.lock()?.config = Arc::new(config);
@@ -2451,6 +2457,7 @@ mod tests {
         fs::create_dir(d.0.join("00000000000000000000.log.deleted")).unwrap();
         assert!(log.truncate_to(0).is_err());
         // no segments left: every call errors (a panic here crossed the FFI as a PanicException)
+        assert!(log.is_closed());
         assert!(matches!(log.truncate_to(3), Err(StorageError::Closed(_))));
         assert!(matches!(log.cleaner_view(), Err(StorageError::Closed(_))));
         assert!(matches!(log.swap_in_cleaned(&[vec![0]], 0), Err(StorageError::Closed(_))));
