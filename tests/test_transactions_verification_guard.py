@@ -13,8 +13,10 @@ write to its group's ``__consumer_offsets`` partition is verified and guarded th
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -45,38 +47,9 @@ def test_a_batch_verified_before_its_producers_abort_marker_landed_is_refused_an
         pid, epoch = initiated.producer_id, initiated.producer_epoch
         assert add(client, tid, pid, epoch, topic, [0]) == {0: E.NONE}
 
-        transactions = server.state.transactions
-        verified = threading.Event()
-        answer_released = threading.Event()
-        real = transactions.add_or_verify
-
-        async def answer_held_back(*args: Any) -> dict[tuple[str, int], int]:
-            codes = await real(*args)   # the coordinator's real answer, on its way back to the leader
-            verified.set()
-            while not answer_released.is_set():
-                import asyncio
-                await asyncio.sleep(0.01)
-            return codes
-
-        call_in_loop(server.loop, lambda: setattr(transactions, "add_or_verify", answer_held_back), timeout=30)
-        try:
-            produced: list[int] = []
-            sender = threading.Thread(target=lambda: produced.append(
-                produce_txn(producer_conn, tid, topic, pid, epoch, 0, [b"late"])))
-            sender.start()
-            assert verified.wait(30)
-            log_end = broker_log_end(server, topic)
-            assert end(client, tid, pid, epoch, commit=False) == E.NONE   # the client aborts (protocol 1: no bump)
-            deadline = time.monotonic() + 20
-            while broker_log_end(server, topic) == log_end:   # until the ABORT marker is on the partition
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
-            answer_released.set()
-            sender.join(30)
-            assert produced == [E.INVALID_TXN_STATE]
-        finally:
-            answer_released.set()
-            call_in_loop(server.loop, lambda: transactions.__dict__.pop("add_or_verify", None), timeout=30)
+        produced = aborted_while_verifying(server, client, tid, pid, epoch, topic, 0, lambda: produce_txn(
+            producer_conn, tid, topic, pid, epoch, 0, [b"late"]))
+        assert produced == [E.INVALID_TXN_STATE]
         open_txns = call_in_loop(server.loop, lambda: server.state.producers.ongoing_txns(topic, 0), timeout=30)
         assert open_txns == {}
         # the partition's last stable offset is its end: a read_committed ListOffsets answers it
@@ -113,42 +86,15 @@ def test_txn_offsets_verified_before_their_producers_abort_marker_landed_are_ref
         assert end(client, tid, pid, epoch, commit=True) == E.NONE
         assert committed_offset(client, group, topic) == 5   # once the COMMIT marker is written
 
-        verified = threading.Event()
-        answer_released = threading.Event()
-        real = transactions.add_or_verify
-
-        async def answer_held_back(*args: Any) -> dict[tuple[str, int], int]:
-            codes = await real(*args)   # the coordinator's real answer, on its way back to the leader
-            verified.set()
-            while not answer_released.is_set():
-                import asyncio
-                await asyncio.sleep(0.01)
-            return codes
-
         deadline = time.monotonic() + 20
         while (code := add_offsets()) == E.CONCURRENT_TRANSACTIONS:   # the commit's markers still being written
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert code == E.NONE
-        call_in_loop(server.loop, lambda: setattr(transactions, "add_or_verify", answer_held_back), timeout=30)
-        try:
-            committed: list[int] = []
-            sender = threading.Thread(target=lambda: committed.append(
-                txn_offset_commit(producer_conn, 3, tid, pid, epoch, group, topic, 9)))
-            sender.start()
-            assert verified.wait(30)
-            log_end = broker_log_end(server, OFFSETS_TOPIC, offsets_partition)
-            assert end(client, tid, pid, epoch, commit=False) == E.NONE   # the client aborts (protocol 1: no bump)
-            deadline = time.monotonic() + 20
-            while broker_log_end(server, OFFSETS_TOPIC, offsets_partition) == log_end:   # until the ABORT marker
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
-            answer_released.set()
-            sender.join(30)
-            assert committed == [E.INVALID_TXN_STATE]   # Kafka: the log refuses the write its guard no longer holds
-        finally:
-            answer_released.set()
-            call_in_loop(server.loop, lambda: transactions.__dict__.pop("add_or_verify", None), timeout=30)
+        committed = aborted_while_verifying(server, client, tid, pid, epoch, OFFSETS_TOPIC, offsets_partition,
+                                            lambda: txn_offset_commit(producer_conn, 3, tid, pid, epoch, group,
+                                                                      topic, 9))
+        assert committed == [E.INVALID_TXN_STATE]   # Kafka: the log refuses the write its guard no longer holds
         open_txns = call_in_loop(server.loop, lambda: server.state.producers.ongoing_txns(OFFSETS_TOPIC,
                                                                                           offsets_partition),
                                  timeout=30)
@@ -158,6 +104,44 @@ def test_txn_offsets_verified_before_their_producers_abort_marker_landed_are_ref
             {"name": OFFSETS_TOPIC, "partitions": [{"partition_index": offsets_partition,
                                                     "current_leader_epoch": -1, "timestamp": -1}]}]})
         assert listed.topics[0].partitions[0].offset == broker_log_end(server, OFFSETS_TOPIC, offsets_partition)
+
+
+def aborted_while_verifying(server: Any, client: WireClient, tid: str, pid: int, epoch: int, topic: str,
+                            partition: int, send: Callable[[], int]) -> list[int]:
+    """``send``'s answer when the transaction coordinator's real verification answer is held back (in process,
+    around the broker's coordinator) until the client's abort (protocol 1: no epoch bump) has put its ABORT marker
+    on ``topic``-``partition``."""
+    from klog.client.loop_thread import call_in_loop
+    transactions = server.state.transactions
+    verified = threading.Event()
+    answer_released = threading.Event()
+    real = transactions.add_or_verify
+
+    async def answer_held_back(*args: Any) -> dict[tuple[str, int], int]:
+        codes = await real(*args)   # the coordinator's real answer, on its way back to the leader
+        verified.set()
+        while not answer_released.is_set():
+            await asyncio.sleep(0.01)
+        return codes
+
+    call_in_loop(server.loop, lambda: setattr(transactions, "add_or_verify", answer_held_back), timeout=30)
+    answers: list[int] = []
+    try:
+        sender = threading.Thread(target=lambda: answers.append(send()))
+        sender.start()
+        assert verified.wait(30)
+        log_end = broker_log_end(server, topic, partition)
+        assert end(client, tid, pid, epoch, commit=False) == E.NONE
+        deadline = time.monotonic() + 20
+        while broker_log_end(server, topic, partition) == log_end:   # until the ABORT marker is on the partition
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        answer_released.set()
+        sender.join(30)
+    finally:
+        answer_released.set()
+        call_in_loop(server.loop, lambda: transactions.__dict__.pop("add_or_verify", None), timeout=30)
+    return answers
 
 
 OFFSETS_TOPIC = "__consumer_offsets"
