@@ -251,14 +251,14 @@ def test_retries_after_dropped_connections_never_duplicate(bootstrap: str, topic
 
 
 class ProduceAnswerDropper:
-    """A TCP proxy in front of one broker. Once armed, it forwards the next Produce request, waits for the broker's
-    answer (so the batch is appended for sure), drops that answer and closes the connection: the producer sees a
-    lost connection and never learns that its records were written."""
+    """A TCP proxy in front of one broker. While ``drop_answers_to`` is set, it forwards each Produce request whose
+    bytes hold it, waits for the broker's answer (so the batch is appended for sure), drops that answer and closes
+    the connection: the producer sees a lost connection and never learns that its records were written."""
 
     def __init__(self) -> None:
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port: int = self.server.getsockname()[1]
-        self.armed = False
+        self.drop_answers_to: bytes | None = None
         self.dropped = threading.Event()
         self.sockets: list[socket.socket] = []
         self.threads: list[threading.Thread] = []
@@ -297,8 +297,8 @@ class ProduceAnswerDropper:
     def _pump(self, src: socket.socket, dst: socket.socket, produce_answer: dict[str, int], requests: bool) -> None:
         try:
             while (frame := self._read_frame(src)) is not None:
-                if requests and self.armed and struct.unpack(">h", frame[4:6])[0] == 0:  # api key 0: Produce
-                    self.armed = False
+                marker = self.drop_answers_to
+                if requests and marker is not None and struct.unpack(">h", frame[4:6])[0] == 0 and marker in frame:
                     produce_answer["correlation_id"] = struct.unpack(">i", frame[8:12])[0]
                 if not requests and struct.unpack(">i", frame[4:8])[0] == produce_answer.get("correlation_id"):
                     self.dropped.set()
@@ -325,10 +325,10 @@ class ProduceAnswerDropper:
 
 
 def test_epoch_bump_for_another_partition_keeps_a_retry_its_sequence(tmp_path: Any) -> None:
-    # Batch A (partition 0) is appended but its answer is lost; while A waits out its retry backoff, a batch on
-    # partition 1 fails for good (MESSAGE_TOO_LARGE): partition 1's sequence chain has a gap, and the epoch is
-    # bumped. A must go out again with its first producer id, epoch and sequence, which the broker knows as a
-    # duplicate: renumbered from 0 under the new epoch, it was appended a second time.
+    # Batch A (partition 0) is appended but every answer to it is lost, so it is retried until the test lets one
+    # through; meanwhile a batch on partition 1 fails for good (MESSAGE_TOO_LARGE): partition 1's sequence chain has
+    # a gap, and the epoch is bumped. A must go on with its first producer id, epoch and sequence, which the broker
+    # knows as a duplicate: renumbered from 0 under the new epoch, it was appended a second time.
     proxy = ProduceAnswerDropper()
     broker = BrokerProcess(tmp_path, {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"})
     try:
@@ -337,21 +337,22 @@ def test_epoch_bump_for_another_partition_keeps_a_retry_its_sequence(tmp_path: A
         bootstrap = f"127.0.0.1:{proxy.port}"
         with klog.AdminClient(bootstrap) as admin:
             topic = make_topic(admin, 2, **{"max.message.bytes": "2000"})
-        with klog.Producer(bootstrap, linger_ms=0, retry_backoff_ms=5000, retry_backoff_max_ms=5000) as p:
+        with klog.Producer(bootstrap, linger_ms=0) as p:
             p.send(topic, b"warm-up", partition=0).result(DEADLINE_S)  # a producer id, a connection
-            proxy.armed = True
-            a = p.send(topic, b"A", partition=0)
+            proxy.drop_answers_to = b"value-A"
+            a = p.send(topic, b"value-A", partition=0)
             assert proxy.dropped.wait(DEADLINE_S)
             too_large = p.send(topic, b"x" * 5000, partition=1)
             with pytest.raises(KafkaError, match="max.message.bytes"):
                 too_large.result(DEADLINE_S)
             b = p.send(topic, b"B", partition=1)
             b.result(DEADLINE_S)
-            assert not a.done()  # the bump came while A waited for its retry
+            assert not a.done()  # the bump came while A waited for an answer
+            proxy.drop_answers_to = None
             assert a.result(DEADLINE_S).offset in (1, -1)
         values = {part: [r.value for batch in read_raw_batches(bootstrap, topic, part) for r in batch.records]
                   for part in (0, 1)}
-        assert values == {0: [b"warm-up", b"A"], 1: [b"B"]}
+        assert values == {0: [b"warm-up", b"value-A"], 1: [b"B"]}
     finally:
         proxy.close()
         broker.stop()
