@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
+import socket
+import struct
+import threading
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -30,6 +34,7 @@ from klog.client.errors import (
 )
 from klog.partitioner import partition_for_key
 from klog.records import decode_batches
+from klog.testing.process import BrokerProcess
 
 DEADLINE_S = 30.0
 
@@ -243,6 +248,114 @@ def test_retries_after_dropped_connections_never_duplicate(bootstrap: str, topic
         assert len(core.batch_buffers) > 0  # batches were finished into buffers of earlier ones
     got = consume(bootstrap, [(topic, 0)], n + 1000, fetch_max_wait_ms=100)
     assert [r.value for r in got] == [b"%08d" % i for i in range(n)]
+
+
+class ProduceAnswerDropper:
+    """A TCP proxy in front of one broker. While ``drop_answers_to`` is set, it forwards each Produce request whose
+    bytes hold it, waits for the broker's answer (so the batch is appended for sure), drops that answer and closes
+    the connection: the producer sees a lost connection and never learns that its records were written."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.server.getsockname()[1]
+        self.drop_answers_to: bytes | None = None
+        self.dropped = threading.Event()
+        self.sockets: list[socket.socket] = []
+        self.threads: list[threading.Thread] = []
+
+    def start(self, broker_port: int) -> None:
+        self._spawn(self._accept, broker_port)
+
+    def _spawn(self, target: Any, *args: Any) -> None:
+        t = threading.Thread(target=target, args=args, daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    def _accept(self, broker_port: int) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+                upstream = socket.create_connection(("127.0.0.1", broker_port))
+            except OSError:
+                return
+            self.sockets += [client, upstream]
+            produce_answer: dict[str, int] = {}  # the correlation id of the answer to drop on this connection
+            self._spawn(self._pump, client, upstream, produce_answer, True)
+            self._spawn(self._pump, upstream, client, produce_answer, False)
+
+    @staticmethod
+    def _read_frame(src: socket.socket) -> bytes | None:
+        frame = b""
+        while len(frame) < 4 or len(frame) < 4 + struct.unpack(">i", frame[:4])[0]:
+            want = 4 - len(frame) if len(frame) < 4 else 4 + struct.unpack(">i", frame[:4])[0] - len(frame)
+            chunk = src.recv(want)
+            if not chunk:
+                return None
+            frame += chunk
+        return frame
+
+    def _pump(self, src: socket.socket, dst: socket.socket, produce_answer: dict[str, int], requests: bool) -> None:
+        try:
+            while (frame := self._read_frame(src)) is not None:
+                marker = self.drop_answers_to
+                if requests and marker is not None and struct.unpack(">h", frame[4:6])[0] == 0 and marker in frame:
+                    produce_answer["correlation_id"] = struct.unpack(">i", frame[8:12])[0]
+                if not requests and struct.unpack(">i", frame[4:8])[0] == produce_answer.get("correlation_id"):
+                    self.dropped.set()
+                    return
+                dst.sendall(frame)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)  # a close alone leaves the other pump's recv (and the peer) waiting
+                s.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.server.shutdown(socket.SHUT_RDWR)
+        self.server.close()
+        for s in self.sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+        for t in self.threads:
+            t.join(5)
+
+
+def test_epoch_bump_for_another_partition_keeps_a_retry_its_sequence(tmp_path: Any) -> None:
+    # Batch A (partition 0) is appended but every answer to it is lost, so it is retried until the test lets one
+    # through; meanwhile a batch on partition 1 fails for good (MESSAGE_TOO_LARGE): partition 1's sequence chain has
+    # a gap, and the epoch is bumped. A must go on with its first producer id, epoch and sequence, which the broker
+    # knows as a duplicate: renumbered from 0 under the new epoch, it was appended a second time.
+    proxy = ProduceAnswerDropper()
+    broker = BrokerProcess(tmp_path, {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"})
+    try:
+        broker.start()
+        proxy.start(broker.port)
+        bootstrap = f"127.0.0.1:{proxy.port}"
+        with klog.AdminClient(bootstrap) as admin:
+            topic = make_topic(admin, 2, **{"max.message.bytes": "2000"})
+        with klog.Producer(bootstrap, linger_ms=0) as p:
+            p.send(topic, b"warm-up", partition=0).result(DEADLINE_S)  # a producer id, a connection
+            proxy.drop_answers_to = b"value-A"
+            a = p.send(topic, b"value-A", partition=0)
+            assert proxy.dropped.wait(DEADLINE_S)
+            too_large = p.send(topic, b"x" * 5000, partition=1)
+            with pytest.raises(KafkaError, match="max.message.bytes"):
+                too_large.result(DEADLINE_S)
+            b = p.send(topic, b"B", partition=1)
+            b.result(DEADLINE_S)
+            assert not a.done()  # the bump came while A waited for an answer
+            proxy.drop_answers_to = None
+            assert a.result(DEADLINE_S).offset in (1, -1)
+        values = {part: [r.value for batch in read_raw_batches(bootstrap, topic, part) for r in batch.records]
+                  for part in (0, 1)}
+        assert values == {0: [b"warm-up", b"value-A"], 1: [b"B"]}
+    finally:
+        proxy.close()
+        broker.stop()
 
 
 def wait_for_free_buffers(p: klog.Producer) -> int:

@@ -50,8 +50,8 @@ class ProducerBatch:
     """Records bound for one partition, sent together as one record batch."""
 
     __slots__ = ("topic", "partition", "appender", "raw", "raw_for", "count", "size", "created", "outcome",
-                 "futures", "attempts", "retry_at", "base_sequence", "encoded", "encoded_for", "drained", "on_done",
-                 "sent_node", "sent_on", "sticky")
+                 "futures", "attempts", "retry_at", "base_sequence", "producer_id", "producer_epoch", "encoded",
+                 "encoded_for", "drained", "on_done", "sent_node", "sent_on", "sticky")
 
     def __init__(self, topic: str, partition: int, outcome: BatchOutcome, now: float) -> None:
         self.topic = topic
@@ -73,6 +73,10 @@ class ProducerBatch:
         self.attempts = 0
         self.retry_at = 0.0
         self.base_sequence = -1
+        #: The producer id and epoch its sequence numbers were given under (an idempotent producer's): a retry
+        #: goes out with the same three, never renumbered under a later epoch (the broker would append it again).
+        self.producer_id = -1
+        self.producer_epoch = -1
         self.encoded: bytes | bytearray | memoryview | None = None
         self.encoded_for: tuple[int, int, int] | None = None
         #: Set once the batch left the accumulator for the first time: it never takes more records, even when

@@ -11,9 +11,13 @@ everything else runs on the event loop. Records are encoded into their partition
 come (:class:`klog._native._core.RecordAppender`); draining a batch only writes its header.
 
 Idempotence (on by default): the producer gets a producer id and epoch (InitProducerId) and numbers each
-partition's batches; a retried batch keeps its sequence numbers, so the broker drops duplicates. A batch that
-fails for good breaks its partition's sequence chain; the producer then waits for its in-flight requests, bumps
-the epoch (InitProducerId with the current id/epoch, KIP-360) and restarts all sequences at 0.
+partition's batches; a retried batch keeps its producer id, epoch and sequence numbers, so the broker drops
+duplicates. A chain error (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID) breaks its partition's sequence
+chain; the producer then waits for its in-flight requests, bumps the epoch (InitProducerId with the current
+id/epoch, KIP-360) and renumbers that partition's unacknowledged batches from 0. A batch that fails for good
+leaves its partition's chain in doubt (the broker may have appended it): new batches wait for the partition's
+earlier ones, and only a gap left then asks for a bump. Other partitions keep their chains under the old epoch;
+each starts at 0 under the new one once nothing of the old is outstanding there (Kafka's TransactionManager).
 """
 
 from __future__ import annotations
@@ -92,14 +96,24 @@ class BatchMetadata:
 class _PartitionSequence:
     """Idempotence state of one partition (event loop only)."""
 
-    __slots__ = ("next_sequence", "in_flight", "ordered_retry")
+    __slots__ = ("producer_id", "producer_epoch", "next_sequence", "last_acked", "in_flight", "ordered_retry",
+                 "unresolved")
 
     def __init__(self) -> None:
+        #: The producer id and epoch this partition's chain is under (the producer's may be newer after a bump).
+        self.producer_id = -1
+        self.producer_epoch = -1
         self.next_sequence = 0
+        #: The last sequence the broker acknowledged in this chain (-1: none).
+        self.last_acked = -1
         #: Batches of this partition in flight, in sequence order.
         self.in_flight: list[ProducerBatch] = []
         #: A retried batch waits at the head of the queue: send nothing else until in_flight drains.
         self.ordered_retry = False
+        #: A numbered batch failed without knowing whether the broker appended it: number no new batch until
+        #: the earlier ones are done, then bump the epoch only if the chain has a gap (Kafka's unresolved
+        #: sequences).
+        self.unresolved = False
 
 
 class ProducerCore:
@@ -153,6 +167,8 @@ class ProducerCore:
         self.producer_epoch = -1
         self._sequences: dict[tuple[str, int], _PartitionSequence] = {}
         self._bump_needed = False
+        #: Partitions whose sequence chain is broken: the next epoch bump renumbers their batches from 0.
+        self._partitions_to_rewrite: set[tuple[str, int]] = set()
         self._node_in_flight: dict[int, int] = collections.defaultdict(int)
         self._connecting: set[int] = set()
         #: Batches put back for another attempt (retriable errors, lost connections).
@@ -424,6 +440,12 @@ class ProducerCore:
                     seq = self._sequence_state(tp)
                     if seq.ordered_retry and seq.in_flight:
                         continue
+                    if head.base_sequence < 0 and not self._may_number_new_batch(tp, seq):
+                        if txn is None and self._bump_needed:
+                            blocked_by_idempotence = True
+                            if self._total_in_flight == 0:
+                                next_deadline = now  # bump at once (a response wakes the sender otherwise)
+                        continue
                 topic_md = md.topics.get(tp[0])
                 part = topic_md.partitions.get(tp[1]) if topic_md is not None else None
                 leader = part.leader if part is not None else -1
@@ -462,6 +484,7 @@ class ProducerCore:
                 if seq is not None:
                     if head.base_sequence < 0:
                         head.base_sequence = seq.next_sequence
+                        head.producer_id, head.producer_epoch = seq.producer_id, seq.producer_epoch
                         seq.next_sequence += head.count
                     seq.ordered_retry = False
                     seq.in_flight.append(head)
@@ -474,7 +497,7 @@ class ProducerCore:
                 f"{self.delivery_timeout * 1000:.0f} ms (delivery.timeout.ms) without being sent")
             self._complete(b, error=err)
             if self.idempotent and b.base_sequence >= 0:
-                self._bump_needed = True
+                self._chain_in_doubt(b)
             if txn is not None:
                 txn.produce_failed(err)
         for b, e in rejected:
@@ -488,6 +511,38 @@ class ProducerCore:
         for node, batches in by_node.items():
             self._send_produce(node, batches)
         return next_deadline
+
+    def _may_number_new_batch(self, tp: tuple[str, int], seq: _PartitionSequence) -> bool:
+        """May a batch without sequence numbers be numbered in ``tp``'s chain now? (Kafka's
+        shouldStopDrainBatchesForPartition and maybeUpdateProducerIdAndEpoch.) Numbered batches are the head of a
+        partition's queue, so when the head has none, the numbered ones left are those in flight."""
+        stale = seq.producer_id != self.producer_id or seq.producer_epoch != self.producer_epoch
+        if seq.in_flight:
+            # After a bump, a new epoch's sequence 0 must not reach the broker before the old epoch's batches.
+            return not stale and not seq.unresolved
+        if seq.unresolved:
+            seq.unresolved = False
+            if seq.last_acked + 1 != seq.next_sequence:
+                # A batch in doubt was not appended after all (no later one was acknowledged): a gap.
+                self._request_bump(tp)
+                return False
+        if stale:
+            seq.producer_id, seq.producer_epoch = self.producer_id, self.producer_epoch
+            seq.next_sequence, seq.last_acked = 0, -1
+        return True
+
+    def _request_bump(self, tp: tuple[str, int]) -> None:
+        self._bump_needed = True
+        self._partitions_to_rewrite.add(tp)
+
+    def _chain_in_doubt(self, b: ProducerBatch) -> None:
+        """Numbered batch ``b`` failed for good: the broker may or may not have appended it."""
+        if self.txn is not None:
+            self._bump_needed = True  # the transaction is aborted, then the epoch bumped
+            return
+        seq = self._sequences.get((b.topic, b.partition))
+        if seq is not None:
+            seq.unresolved = True
 
     def _close_batch(self, b: ProducerBatch) -> None:
         self.accumulator.close_batch(b)
@@ -505,7 +560,7 @@ class ProducerCore:
         topics: dict[str, list[Any]] = {}
         try:
             for b in batches:
-                data = b.encode(self.producer_id, self.producer_epoch, self.compression, self.compression_level,
+                data = b.encode(b.producer_id, b.producer_epoch, self.compression, self.compression_level,
                                 self.batch_buffers)
                 if self.txn is not None and not data[22] & _TRANSACTIONAL_BIT:
                     data = b.encoded = _mark_transactional(data)
@@ -610,13 +665,14 @@ class ProducerCore:
             self._batch_failed(b, err)
             return
         if self.idempotent and code in _CHAIN_ERRORS:
-            if code == _OUT_OF_ORDER_SEQUENCE and (self._earlier_pending(b) or self._bump_needed):
-                # An earlier batch of this partition failed; resend this one after it, in order.
+            if code == _OUT_OF_ORDER_SEQUENCE and self._earlier_pending(b):
+                # An earlier batch of this partition is still unacknowledged; resend this one after it, in order.
                 self._requeue(b, backoff=False)
                 return
-            # The broker lost or rejected our sequence chain: bump the epoch and resend with fresh sequences.
+            # The broker lost or rejected this partition's sequence chain: bump the epoch and resend its batches
+            # with fresh sequences.
             log.info("producer %d: %s on %s-%d; bumping the epoch", self.producer_id, err.name, b.topic, b.partition)
-            self._bump_needed = True
+            self._request_bump((b.topic, b.partition))
             self._requeue(b, backoff=False)
             return
         if is_retriable(code):
@@ -671,7 +727,7 @@ class ProducerCore:
             seq = self._sequences.get((b.topic, b.partition))
             if seq is not None and b in seq.in_flight:
                 seq.in_flight.remove(b)
-            self._bump_needed = True
+            self._chain_in_doubt(b)
         if self.txn is not None:
             self.txn.produce_failed(err)
         self._complete(b, error=err)
@@ -684,6 +740,8 @@ class ProducerCore:
                     seq.in_flight.remove(b)
                 except ValueError:
                     pass
+                if b.base_sequence >= 0 and (b.producer_id, b.producer_epoch) == (seq.producer_id, seq.producer_epoch):
+                    seq.last_acked = max(seq.last_acked, b.base_sequence + b.count - 1)
         self._complete(b, base_offset=base_offset, log_append_time=log_append_time)
 
     def _complete(self, b: ProducerBatch, *, base_offset: int = -1, log_append_time: int = -1,
@@ -731,15 +789,13 @@ class ProducerCore:
         return self._bump_needed
 
     def set_producer_id(self, producer_id: int, producer_epoch: int) -> None:
-        """A new producer id or epoch (InitProducerId): every partition's sequence starts again at 0."""
+        """A new producer id or epoch (a transactional InitProducerId, once nothing is in flight): every
+        partition's sequence starts again at 0 (Kafka's resetSequenceNumbers). A batch numbered already keeps its
+        producer id, epoch and sequence: renumbered, an attempt the broker appended would be appended again."""
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
         self._bump_needed = False
+        self._partitions_to_rewrite.clear()
         self._sequences.clear()
-        with self.accumulator.lock:
-            for q in self.accumulator.queues.values():
-                for b in q:
-                    b.base_sequence = -1
-                    b.encoded = None
 
     def drop_queued(self, error: BaseException) -> None:
         """Fail every batch still queued (not in flight): an aborted transaction's records are never sent. A
@@ -756,6 +812,22 @@ class ProducerCore:
             self._complete(b, error=error)
 
     # ------------------------------------------------------------------ idempotence
+    def _start_sequences_at_beginning(self, tp: tuple[str, int]) -> None:
+        """Renumber ``tp``'s unacknowledged numbered batches (in flight or queued for a retry) from 0 under the
+        producer's id and epoch: its chain broke, so the broker appended none of them (Kafka's
+        startSequencesAtBeginning)."""
+        seq = self._sequence_state(tp)
+        with self.accumulator.lock:
+            q = self.accumulator.queues.get(tp)
+            queued = [b for b in q if b.base_sequence >= 0] if q else []
+        next_sequence = 0
+        for b in sorted(seq.in_flight + queued, key=lambda b: b.base_sequence):
+            b.base_sequence, b.producer_id, b.producer_epoch = next_sequence, self.producer_id, self.producer_epoch
+            b.encoded = None
+            next_sequence += b.count
+        seq.producer_id, seq.producer_epoch = self.producer_id, self.producer_epoch
+        seq.next_sequence, seq.last_acked, seq.unresolved = next_sequence, -1, False
+
     async def _init_producer_id(self) -> None:
         attempt = 0
         while True:
@@ -789,14 +861,12 @@ class ProducerCore:
                 log.error("InitProducerId failed: %s; failing buffered records", e)
                 self._fail_all(e)
                 return
-        # New epoch (or a first id): all sequences start again at 0; batches not yet acknowledged are renumbered.
+        # New epoch (or a first id): only the partitions whose chain broke are renumbered from 0 now (Kafka's
+        # bumpIdempotentProducerEpoch); the others keep their chains until nothing of the old epoch is outstanding.
         self._bump_needed = False
-        self._sequences.clear()
-        with self.accumulator.lock:
-            for q in self.accumulator.queues.values():
-                for b in q:
-                    b.base_sequence = -1
-                    b.encoded = None
+        for tp in self._partitions_to_rewrite:
+            self._start_sequences_at_beginning(tp)
+        self._partitions_to_rewrite.clear()
         log.debug("producer id %d epoch %d", self.producer_id, self.producer_epoch)
 
 
