@@ -9,7 +9,7 @@ import uuid
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
-from kafka.errors import MessageSizeTooLargeError, TopicAlreadyExistsError
+from kafka.errors import MessageSizeTooLargeError, PolicyViolationError, TopicAlreadyExistsError
 
 from klog.partitioner import partition_for_key
 from klog.testing.process import BrokerProcess
@@ -140,6 +140,11 @@ def test_admin_client(broker, admin):
         producer.send(topic, key=b"k", value=b"%d" % i, partition=0)
     producer.flush(10)
     producer.close()
+    # a compact-only topic refuses DeleteRecords, as Kafka's (POLICY_VIOLATION); with ``delete`` among its
+    # policies it takes it
+    with pytest.raises(PolicyViolationError):
+        admin.delete_records({TopicPartition(topic, 0): 3})
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"cleanup.policy": "compact,delete"})])
     low = admin.delete_records({TopicPartition(topic, 0): 3})
     assert low[TopicPartition(topic, 0)]["low_watermark"] == 3
     admin.delete_topics([topic])

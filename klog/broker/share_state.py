@@ -501,7 +501,8 @@ class ShareStateStore(CoordinatorLog):
             if offset <= plog.log_start_offset:
                 continue
             try:
-                code, start, _followers = replicas.delete_records(self.TOPIC, partition, offset)
+                code, start, _followers = replicas.delete_records(self.TOPIC, partition, offset,
+                                                                    internal_allowed=True)
             except OSError as exc:
                 log.warning("pruning %s-%d below offset %d failed: %s", self.TOPIC, partition, offset, exc)
                 continue

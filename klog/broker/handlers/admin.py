@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
-from klog.broker.handlers.leaders import not_led
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 
 if TYPE_CHECKING:
@@ -61,8 +60,8 @@ async def handle_delete_records(broker: HandlerBroker, ctx: RequestContext, requ
                                 ) -> DeleteRecordsResponse:
     """The leader moves its log start, then (replicated) waits until every follower on a live broker has moved
     its own there too (Kafka's delayed delete records; they learn it from their fetches), at most the request's
-    timeout_ms: REQUEST_TIMED_OUT after it."""
-    manager = broker.partitions
+    timeout_ms: REQUEST_TIMED_OUT after it. Kafka's checks, in its order: Delete on the topic, the partition in the
+    metadata, then the replica manager's (``broker.replicas.delete_records``)."""
     topics: list[DeleteRecordsResponseTopicResult] = []
     waits: list[tuple[DeleteRecordsResponsePartitionResult, asyncio.Future[int]]] = []
     for topic_request in request.topics:
@@ -76,9 +75,9 @@ async def handle_delete_records(broker: HandlerBroker, ctx: RequestContext, requ
             if refused:   # Delete on the topic, checked before it is looked up
                 entry["error_code"] = errors.TOPIC_AUTHORIZATION_FAILED
                 continue
-            log_ = manager.get(topic_request.name, preq.partition_index)
-            if log_ is None:
-                entry["error_code"] = not_led(broker, topic_request.name, preq.partition_index)[0]
+            if broker.metadata.partition(topic_request.name, preq.partition_index) is None:
+                # Kafka's metadata cache check, before the replica manager's (internal topic, leader, policy, offset)
+                entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             try:
                 code, low_watermark, waiting = broker.replicas.delete_records(topic_request.name,

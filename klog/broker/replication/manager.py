@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from klog.broker.controller_channel import ControllerConnection
+from klog.controller.topics import is_internal
 from klog.protocol.errors import ErrorCode, for_code
 
 from .alter_partition import AlterPartitionSender
@@ -49,6 +50,8 @@ NONE = int(ErrorCode.NONE)
 NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 OFFSET_OUT_OF_RANGE = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+INVALID_TOPIC_EXCEPTION = int(ErrorCode.INVALID_TOPIC_EXCEPTION)
+POLICY_VIOLATION = int(ErrorCode.POLICY_VIOLATION)
 NO_LEADER = -1
 ACKS_ALL = -1
 #: How often leaders expire acks=all produces past their deadline and look for lagging ISR members.
@@ -510,16 +513,30 @@ class ReplicaManager:
         return [self.wait_for_ack(topic, partition, last_offset, timeout_ms)
                 for topic, partition, last_offset in batches]
 
-    def delete_records(self, topic: str, partition: int, offset: int) -> tuple[int, int, asyncio.Future[int] | None]:
-        """Kafka's ReplicaManager.deleteRecords on one local partition log (the DeleteRecords handler, and the share
-        coordinator pruning ``__share_group_state``): the log starts at ``offset`` from now on (-1: the high
-        watermark; OFFSET_OUT_OF_RANGE past it), its segments wholly below it removed. Returns (error code, the
-        log start offset, a future of the partition's low watermark once every follower on a live broker has moved
-        its own log start there too (they learn it from their fetches), or None when there is nothing to wait
-        for). Raises OSError when the log could not be changed."""
+    def delete_records(self, topic: str, partition: int, offset: int, *, internal_allowed: bool = False
+                       ) -> tuple[int, int, asyncio.Future[int] | None]:
+        """Kafka's ReplicaManager.deleteRecordsOnLocalLog and Partition.deleteRecordsOnLeader on one local partition
+        log (the DeleteRecords handler, and the share coordinator pruning ``__share_group_state``): the log starts
+        at ``offset`` from now on (-1: the high watermark), its segments wholly below it removed. Kafka's checks come
+        first, in its order, and a refused request changes nothing: an internal topic INVALID_TOPIC_EXCEPTION
+        (unless ``internal_allowed``: the share coordinator's own pruning), a partition without a log here
+        NOT_LEADER_OR_FOLLOWER (UNKNOWN_TOPIC_OR_PARTITION when the metadata has none either), one this broker does
+        not lead NOT_LEADER_OR_FOLLOWER (a follower's copy only follows its leader's log start), a topic whose
+        cleanup.policy has no ``delete`` POLICY_VIOLATION, an offset below 0 or past the high watermark
+        OFFSET_OUT_OF_RANGE. Returns (error code, the log start offset, a future of the partition's low watermark
+        once every follower on a live broker has moved its own log start there too (they learn it from their
+        fetches), or None when there is nothing to wait for). Raises OSError when the log could not be changed."""
+        if is_internal(topic) and not internal_allowed:
+            return INVALID_TOPIC_EXCEPTION, -1, None
         log_ = self.partitions.get(topic, partition)
         if log_ is None:
-            return UNKNOWN_TOPIC_OR_PARTITION, -1, None
+            known = self.image is not None and self.image.partition(topic, partition) is not None
+            return (NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION), -1, None
+        code = self.leader_error(topic, partition)
+        if code != NONE:
+            return code, -1, None
+        if "delete" not in self.partitions.topic_config(topic)["cleanup.policy"]:
+            return POLICY_VIOLATION, -1, None
         high_watermark = log_.high_watermark
         if offset == -1:
             offset = high_watermark
