@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import queue
 import socket
@@ -1030,7 +1031,9 @@ class CommitHoldingProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for s in self._sockets:
+        for s in list(self._sockets):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in accept or recv, which close does not
             s.close()
         for t in self._threads:
             t.join(timeout=10)
