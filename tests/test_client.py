@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import itertools
+import queue
 import socket
 import struct
 import threading
@@ -26,6 +27,7 @@ import pytest
 import klog
 from klog.client import ConsumerRecord, RecordMetadata, TopicPartition
 from klog.client.errors import (
+    CommitFailedError,
     ConfigError,
     KafkaError,
     KafkaTimeoutError,
@@ -1048,3 +1050,215 @@ def test_consumer_group_protocol_assigns_and_rebalances_between_members(bootstra
         c1.commit()
         committed = c1.committed([(topic, p) for p in range(4)])
         assert sum(o.offset for o in committed.values() if o is not None) == 40
+
+
+def test_consumer_group_protocol_hands_a_revoked_partition_over_only_after_on_revoke_committed(
+        bootstrap: str, admin: klog.AdminClient) -> None:
+    # The member tells the coordinator it gave a partition up only once its revocation commit and on_revoke ran
+    # (as Java's member): else the new owner starts from the commit before it and reads those records again.
+    topic = make_topic(admin, 2)
+    group = f"g848-{uuid.uuid4().hex[:8]}"
+    with klog.Producer(bootstrap) as p:
+        for i in range(20):
+            p.send(topic, b"%d" % i, partition=i % 2)
+        p.flush()
+    common = dict(bootstrap_servers=bootstrap, group_id=group, group_protocol="consumer",
+                  auto_offset_reset="earliest", enable_auto_commit=False)
+    events: list[str] = []
+    committed: dict[TopicPartition, int] = {}
+    c2_assigned = threading.Event()
+
+    def c1_on_revoke(c: klog.Consumer, parts: list[TopicPartition]) -> None:
+        if committed or not parts:
+            return  # only the handover to c2 is held (not c1's close)
+        # A slow handler: the coordinator, if told too early, gives the partition to c2 within two heartbeat
+        # intervals (5 s each by default on both brokers).
+        c2_assigned.wait(15)
+        committed.update({tp: c.position(tp) for tp in parts})
+        c.commit(dict(committed))
+        events.append("c1 on_revoke returned")
+
+    def c2_on_assign(c: klog.Consumer, parts: list[TopicPartition]) -> None:
+        if parts:
+            events.append("c2 on_assign")
+            c2_assigned.set()
+
+    stop = threading.Event()
+    got2: list[ConsumerRecord] = []
+    errors: list[BaseException] = []
+
+    def run_c2() -> None:
+        try:
+            with klog.Consumer(topic, on_assign=c2_on_assign, **common) as c2:
+                while not stop.is_set():
+                    got2.extend(c2.poll(timeout=0.2))
+        except BaseException as e:  # reported by the test's thread
+            errors.append(e)
+
+    with klog.Consumer(topic, on_revoke=c1_on_revoke, **common) as c1:
+        got1 = wait_records(c1, 20)
+        assert len(got1) == 20 and len(c1.assignment()) == 2
+        t = threading.Thread(target=run_c2)
+        t.start()
+        try:
+            deadline = time.monotonic() + DEADLINE_S
+            while time.monotonic() < deadline and not (committed and len(c1.assignment()) == 1
+                                                          and c2_assigned.is_set()):
+                c1.poll(timeout=0.2)
+            assert committed and c2_assigned.is_set(), (events, committed)
+            [moved] = committed
+            assert committed[moved] == 10 and moved not in c1.assignment()
+            with klog.Producer(bootstrap) as p:
+                p.send(topic, b"after", partition=moved.partition).result(timeout=DEADLINE_S)
+            deadline = time.monotonic() + DEADLINE_S
+            while time.monotonic() < deadline and not any(r.value == b"after" for r in got2) and not errors:
+                c1.poll(timeout=0.2)
+        finally:
+            stop.set()
+            t.join(timeout=DEADLINE_S)
+    assert not errors, errors
+    assert events == ["c1 on_revoke returned", "c2 on_assign"]
+    # c2 starts the moved partition at c1's commit: none of c1's records of it again.
+    assert [(r.partition, r.offset, r.value) for r in got2] == [(moved.partition, 10, b"after")]
+
+
+class CommitHoldingProxy:
+    """A TCP proxy in front of a broker that, while ``holding`` is set, answers every OffsetCommit itself with
+    COORDINATOR_LOAD_IN_PROGRESS (the client retries, as when the coordinator's answer does not come) and forwards
+    everything else; answers go back in request order, as Kafka's do."""
+
+    def __init__(self, port: int, broker_port: int) -> None:
+        self.broker_port = broker_port
+        self.holding = threading.Event()
+        self.answered = 0  # OffsetCommits the proxy answered
+        self._listener = socket.create_server(("127.0.0.1", port))
+        self._sockets: list[socket.socket] = [self._listener]
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def __enter__(self) -> CommitHoldingProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s in list(self._sockets):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in accept or recv, which close does not
+            s.close()
+        for t in self._threads:
+            t.join(timeout=10)
+
+    @staticmethod
+    def _frame(s: socket.socket) -> bytes | None:
+        def exactly(n: int) -> bytes | None:
+            buf = b""
+            while len(buf) < n:
+                chunk = s.recv(n - len(buf))
+                if not chunk:
+                    return None
+                buf += chunk
+            return buf
+
+        size = exactly(4)
+        body = exactly(struct.unpack(">i", size)[0]) if size is not None else None
+        return None if body is None else size + body
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            broker = socket.create_connection(("127.0.0.1", self.broker_port))
+            answers: queue.Queue[bytes | None] = queue.Queue()  # None: the broker's next answer
+            self._sockets += [client, broker]
+            for target in (self._requests, self._answers):
+                t = threading.Thread(target=target, args=(client, broker, answers), daemon=True)
+                self._threads.append(t)
+                t.start()
+
+    def _requests(self, client: socket.socket, broker: socket.socket, answers: queue.Queue[bytes | None]) -> None:
+        from klog import protocol as P
+
+        try:
+            while (frame := self._frame(client)) is not None:
+                header, offset = P.decode_request_header(frame[4:])
+                if header.api_key == P.ApiKey.OFFSET_COMMIT and self.holding.is_set():
+                    request = P.decode_request(header, frame[4:], offset)
+                    body = P.Struct(throttle_time_ms=0, topics=[P.Struct(
+                        name=t.name, partitions=[P.Struct(partition_index=p.partition_index,
+                                                          error_code=P.errors.ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+                                                 for p in t.partitions]) for t in request.topics])
+                    answers.put(b"".join(bytes(c) for c in P.encode_response(
+                        header.api_key, header.api_version, header.correlation_id, body)))
+                    self.answered += 1
+                else:
+                    answers.put(None)
+                    broker.sendall(frame)
+        except OSError:
+            pass
+        answers.put(b"")  # the client left: stop answering
+
+    def _answers(self, client: socket.socket, broker: socket.socket, answers: queue.Queue[bytes | None]) -> None:
+        try:
+            while (answer := answers.get()) != b"":
+                answer = answer if answer is not None else self._frame(broker)
+                if answer is None:
+                    break
+                client.sendall(answer)
+        except OSError:
+            pass
+        client.close()
+        broker.close()
+
+
+def test_consumer_group_protocol_commit_retried_across_a_rebalance_is_refused_not_written_with_the_new_epoch(
+        tmp_path: Any) -> None:
+    # A commit keeps the member epoch it was made with: retried after the member moved to a new epoch (here it gave
+    # a partition to c2 meanwhile), the coordinator refuses it as stale instead of taking it as the new epoch's.
+    from klog.testing.ports import free_port
+
+    broker_port, proxy_port = free_port(), free_port()
+    config = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}",
+              "group.consumer.heartbeat.interval.ms": 1000, "group.consumer.min.heartbeat.interval.ms": 1000}
+    with CommitHoldingProxy(proxy_port, broker_port) as proxy, \
+            klog.Broker(data_dir=str(tmp_path), port=broker_port, config=config):
+        bootstrap = f"127.0.0.1:{proxy_port}"
+        with klog.AdminClient(bootstrap) as admin:
+            topic = make_topic(admin, 2)
+            group = f"g848-{uuid.uuid4().hex[:8]}"
+            with klog.Producer(bootstrap) as p:
+                for i in range(20):
+                    p.send(topic, b"%d" % i, partition=i % 2)
+                p.flush()
+            common = dict(bootstrap_servers=bootstrap, group_id=group, group_protocol="consumer",
+                          auto_offset_reset="earliest", enable_auto_commit=False)
+            c2_assigned = threading.Event()
+            stop = threading.Event()
+
+            def run_c2() -> None:
+                with klog.Consumer(topic, on_assign=lambda c, parts: parts and c2_assigned.set(), **common) as c2:
+                    while not stop.is_set():
+                        c2.poll(timeout=0.2)
+
+            with klog.Consumer(topic, **common) as c1:
+                assert len(wait_records(c1, 20)) == 20
+                proxy.holding.set()
+                stale = c1.commit_async({TopicPartition(topic, 0): 5, TopicPartition(topic, 1): 5})
+                deadline = time.monotonic() + DEADLINE_S
+                while time.monotonic() < deadline and not proxy.answered:
+                    c1.poll(timeout=0.2)
+                assert proxy.answered and not stale.done()
+                t = threading.Thread(target=run_c2)
+                t.start()
+                try:
+                    deadline = time.monotonic() + DEADLINE_S
+                    while time.monotonic() < deadline and not (c2_assigned.is_set() and len(c1.assignment()) == 1):
+                        c1.poll(timeout=0.2)
+                    assert c2_assigned.is_set() and len(c1.assignment()) == 1
+                    proxy.holding.clear()
+                    with pytest.raises(CommitFailedError):
+                        stale.result(timeout=DEADLINE_S)
+                finally:
+                    stop.set()
+                    t.join(timeout=DEADLINE_S)
+            assert admin.list_group_offsets(group) == {}

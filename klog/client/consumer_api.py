@@ -273,6 +273,7 @@ class AsyncConsumer:
                 yield _OnLoop(core.add_partitions, (step.assigned,))
             if step.joined:
                 yield _Invoke(self._callbacks.on_assign, step.assigned)
+            yield _OnLoop(g.reconciled, (step,))
 
     def _revoke(self, revoked: list[TopicPartition]) -> _Steps[None]:
         core = self._core

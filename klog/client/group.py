@@ -176,10 +176,12 @@ async def commit_offsets(core: GroupHost, offsets: dict[TopicPartition, OffsetAn
     client = _client_for(core)
     deadline = time.monotonic() + (core.default_timeout if timeout is None else timeout)
     attempt = 0
+    # The identity is the member's when the commit is made: a retry after a rebalance must be refused as stale,
+    # not write a partition this member may no longer own with the new generation (as Java builds it once).
+    generation, member_id, instance_id = -1, "", None
+    if isinstance(client, (ClassicGroupMember, ConsumerGroupMember)) and not core.manual_assignment:
+        generation, member_id, instance_id = client.commit_identity()
     while True:
-        generation, member_id, instance_id = -1, "", None
-        if isinstance(client, (ClassicGroupMember, ConsumerGroupMember)) and not core.manual_assignment:
-            generation, member_id, instance_id = client.commit_identity()
         topics: dict[str, list[Any]] = {}
         for tp, om in sorted(offsets.items()):
             topics.setdefault(tp.topic, []).append(Struct(
@@ -380,6 +382,9 @@ class ClassicGroupMember(_CoordinatorMixin):
             self.owned = set()
             return RebalanceStep(revoked=revoked)
         return RebalanceStep()
+
+    def reconciled(self, step: RebalanceStep) -> None:
+        """The consumer ran ``step``'s callbacks; nothing to report (SyncGroup ended the classic round)."""
 
     async def join(self, timeout: float) -> RebalanceStep:
         """JoinGroup + SyncGroup until a stable generation; returns what was assigned (and, cooperatively,
@@ -608,6 +613,8 @@ class ConsumerGroupMember(_CoordinatorMixin):
         self._lost = False
         self._send_subscription = True
         self._ack_needed = False
+        #: Set when an acknowledgement is due: the heartbeat loop sends it without waiting out its interval.
+        self._ack_due = asyncio.Event()
         self._heartbeat: asyncio.Task[None] | None = None
         self._stopped = False
         self._backoff = Backoff(cfg["retry.backoff.ms"], cfg["retry.backoff.max.ms"])
@@ -732,6 +739,8 @@ class ConsumerGroupMember(_CoordinatorMixin):
             self.joining = False
 
     async def _join(self, timeout: float) -> RebalanceStep:
+        """Returns what to revoke and assign; the owned partitions (what heartbeats report) change only in
+        :meth:`reconciled`, once the consumer committed and ran the callbacks (as Java's member does)."""
         deadline = time.monotonic() + timeout
         attempt = 0
         core = self.core
@@ -755,12 +764,18 @@ class ConsumerGroupMember(_CoordinatorMixin):
         step = RebalanceStep(joined=True)
         step.revoked = sorted(self.owned - target)
         step.assigned = sorted(target - self.owned)
-        self.owned = set(target)
         self.rejoin_needed = False
-        self._ack_needed = True
         core.cluster.tracked_topics.update(tp.topic for tp in target)
         self._start_heartbeat()
         return step
+
+    def reconciled(self, step: RebalanceStep) -> None:
+        """The consumer committed and gave up ``step.revoked`` (on_revoke returned) and took ``step.assigned``:
+        only now may the coordinator hear that the revoked partitions are free, else their new owner starts from
+        the commit not yet made."""
+        self.owned = (self.owned - set(step.revoked)) | set(step.assigned)
+        self._ack_needed = True
+        self._ack_due.set()
 
     def _start_heartbeat(self) -> None:
         if self._heartbeat is None or self._heartbeat.done():
@@ -771,7 +786,12 @@ class ConsumerGroupMember(_CoordinatorMixin):
         core = self.core
         max_poll = self.rebalance_timeout_ms / 1000.0
         while not self._stopped:
-            await asyncio.sleep(0 if self._ack_needed else self.heartbeat_interval)
+            if not self._ack_needed:
+                self._ack_due.clear()
+                try:
+                    await asyncio.wait_for(self._ack_due.wait(), self.heartbeat_interval)
+                except asyncio.TimeoutError:
+                    pass
             if time.monotonic() - core._last_poll > max_poll:
                 log.warning("group %s: poll() not called for max.poll.interval.ms; leaving", self.group_id)
                 try:
@@ -781,8 +801,12 @@ class ConsumerGroupMember(_CoordinatorMixin):
                 self._fenced()
                 return
             try:
+                # Only an answered request that carried the owned partitions acknowledged them (a reconciliation
+                # may end while a heartbeat without them is under way).
+                acking = self._ack_needed
                 r = await self._heartbeat_request()
-                self._ack_needed = False
+                if acking:
+                    self._ack_needed = False
                 self._apply_response(r)
             except (KafkaConnectionError, KafkaTimeoutError) as e:
                 log.debug("group %s: heartbeat failed: %s", self.group_id, e)
