@@ -1,6 +1,10 @@
 """ListOffsets (2) and OffsetForLeaderEpoch (23), answered by the partition's leader only (a follower answers
 NOT_LEADER_OR_FOLLOWER unless the request is a debugging one, replica id -2, as Kafka's). ListOffsets' latest is
-the high watermark for clients and the log end for a replica asking its leader (replica id >= 0)."""
+the last offset a client may fetch (the high watermark, the last stable offset for read_committed) for clients and
+the log end for a replica asking its leader (replica id >= 0) or a debugging request; an offset found by timestamp
+at or past that bound is not answered (-1), and a new leader whose high watermark is still below the offset its
+leadership started at answers clients OFFSET_NOT_AVAILABLE instead of an offset it cannot vouch for, as Kafka's
+``ReplicaManager.fetchOffset``."""
 
 from __future__ import annotations
 
@@ -30,31 +34,56 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
 READ_COMMITTED = 1
+
+#: the first version that carries each negative timestamp (Kafka's ``timestampMinSupportedVersion``): another
+#: negative timestamp, or one asked below its version, is UNSUPPORTED_VERSION
+_TIMESTAMP_MIN_VERSION = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                          EARLIEST_PENDING_UPLOAD: 11}
+_NO_VERSION = 1 << 15
 
 _DESCRIBE = authz.AclOperation.DESCRIBE
 _TOPIC = authz.ResourceType.TOPIC
 
 
-def _lookup(log_: PartitionLog, timestamp: int, version: int) -> tuple[int, int, int]:
-    """(error code, offset, timestamp) for one ListOffsets partition."""
-    if timestamp == EARLIEST or (timestamp == EARLIEST_LOCAL and version >= 8):
-        return errors.NONE, log_.log_start_offset, -1
-    if timestamp == LATEST:
-        return errors.NONE, log_.high_watermark, -1
-    if timestamp == MAX_TIMESTAMP and version >= 7:
+def _epoch_at(log_: PartitionLog, offset: int) -> int:
+    """The leader epoch of the batch holding ``offset`` (from the log's epoch cache; -1: none), which Java clients
+    validate the answer with (KIP-320)."""
+    return max((epoch for epoch, start in log_.leader_epoch_entries() if start <= offset), default=-1)
+
+
+def _lookup(log_: PartitionLog, timestamp: int, fetchable: int) -> tuple[int, int] | None:
+    """(offset, timestamp) found for a max timestamp (-3) or timestamp lookup, None when nothing is found below
+    ``fetchable`` (the last offset the asker may fetch)."""
+    if timestamp == MAX_TIMESTAMP:
         if log_.log_end_offset <= log_.log_start_offset:
-            return errors.NONE, -1, -1
-        offset, ts = log_.max_timestamp_offset()
-        return errors.NONE, offset, ts
-    if timestamp < 0:
-        return errors.INVALID_REQUEST if version >= 1 else errors.UNKNOWN_SERVER_ERROR, -1, -1
-    found = log_.offset_for_timestamp(timestamp)
-    if found is None or found[0] >= log_.high_watermark:
-        return errors.NONE, -1, -1
+            return None
+        found = log_.max_timestamp_offset()
+        return found if found[0] < fetchable else None
+    by_time = log_.offset_for_timestamp(timestamp)
+    if by_time is None or by_time[0] >= fetchable:
+        return None
     # the batch may start below a log start offset moved by DeleteRecords: never answer a deleted offset
-    return errors.NONE, max(found[0], log_.log_start_offset), found[1]
+    return max(by_time[0], log_.log_start_offset), by_time[1]
+
+
+def _duplicates(request: ListOffsetsRequest) -> set[tuple[str, int]]:
+    """The partitions the request names more than once (Kafka answers each once, INVALID_REQUEST)."""
+    seen: set[tuple[str, int]] = set()
+    duplicates: set[tuple[str, int]] = set()
+    if len(request.topics) == 1 and len(request.topics[0].partitions) == 1:
+        return duplicates   # the hot path's one partition
+    for topic_request in request.topics:
+        for preq in topic_request.partitions:
+            key = (topic_request.name, preq.partition_index)
+            if key in seen:
+                duplicates.add(key)
+            seen.add(key)
+    return duplicates
 
 
 def _leader_log(broker: HandlerBroker, topic: str, partition: int, current_leader_epoch: int, replica_id: int
@@ -86,12 +115,20 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Lis
     get_log = broker.partitions.get
     leader_epoch = broker.partitions.leader_epoch
     leader_error = broker.replicas.leader_error
+    lagging = broker.replicas.high_watermark_lagging
     replica_id = request.replica_id
+    # Kafka's client bounds (the high watermark, the last stable offset for read_committed, OFFSET_NOT_AVAILABLE
+    # while a new leader's high watermark lags) are for consumers; a replica or a debugging request gets the log end
+    client = replica_id == CONSUMER_REPLICA_ID
     access = broker.access
     topics: list[ListOffsetsResponseTopicResponse] = []
-    # read_committed (v2+): the latest offset is the last stable offset (Kafka's isolation level)
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     producers = broker.producers
+    duplicates = _duplicates(request)
+    refused: set[tuple[str, int]] = set()
+    # before v5 clients do not know OFFSET_NOT_AVAILABLE (Kafka answers them LEADER_NOT_AVAILABLE)
+    not_available = errors.OFFSET_NOT_AVAILABLE if version >= 5 else errors.LEADER_NOT_AVAILABLE
+    with_epoch = version >= 4
     for topic_request in request.topics:
         name = topic_request.name
         partitions: list[ListOffsetsResponsePartitionResponse] = []
@@ -102,6 +139,15 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Lis
             continue
         for preq in topic_request.partitions:
             index = preq.partition_index
+            if duplicates and (name, index) in duplicates:
+                if (name, index) not in refused:   # answered once, at its first place
+                    refused.add((name, index))
+                    partitions.append({"partition_index": index, "error_code": errors.INVALID_REQUEST})
+                continue
+            timestamp = preq.timestamp
+            if timestamp < 0 and _TIMESTAMP_MIN_VERSION.get(timestamp, _NO_VERSION) > version:
+                partitions.append({"partition_index": index, "error_code": errors.UNSUPPORTED_VERSION})
+                continue
             log_ = get_log(name, index)
             if log_ is None:
                 partitions.append({"partition_index": index, "error_code": not_led(broker, name, index)[0]})
@@ -117,18 +163,36 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Lis
                 if code:
                     partitions.append({"partition_index": index, "error_code": code})
                     continue
-            timestamp = preq.timestamp
-            if timestamp == LATEST:
-                latest = log_.high_watermark if replica_id < 0 else log_.log_end_offset
-                if read_committed and replica_id < 0:
-                    latest = producers.last_stable_offset(name, index, latest)
-                partitions.append({"partition_index": index, "offset": latest})
-            elif timestamp == EARLIEST:
-                partitions.append({"partition_index": index, "offset": log_.log_start_offset})
+            if timestamp == EARLIEST or timestamp == EARLIEST_LOCAL:
+                start = log_.log_start_offset
+                partitions.append({"partition_index": index, "offset": start, "leader_epoch": _epoch_at(log_, start)}
+                                  if with_epoch else {"partition_index": index, "offset": start})
+                continue
+            if client:
+                # a new leader's high watermark below its epoch start: offsets up to that start may be committed
+                # already, and answering below them would move a consumer's latest backwards
+                code = not_available if lagging(name, index) else errors.NONE
+                fetchable = log_.high_watermark
+                if read_committed:
+                    fetchable = producers.last_stable_offset(name, index, fetchable)
             else:
-                code, offset, found = _lookup(log_, timestamp, version)
-                partitions.append({"partition_index": index, "error_code": code, "offset": offset,
-                                   "timestamp": found})
+                code, fetchable = errors.NONE, log_.log_end_offset
+            if timestamp == LATEST:
+                if code:
+                    partitions.append({"partition_index": index, "error_code": code})
+                else:
+                    partitions.append({"partition_index": index, "offset": fetchable,
+                                       "leader_epoch": leader_epoch(name, index)}
+                                      if with_epoch else {"partition_index": index, "offset": fetchable})
+                continue
+            found = _lookup(log_, timestamp, fetchable)
+            if found is None:   # nothing below the bound: -1, or the lagging leader's error
+                partitions.append({"partition_index": index, "error_code": code})
+            elif with_epoch:
+                partitions.append({"partition_index": index, "offset": found[0], "timestamp": found[1],
+                                   "leader_epoch": _epoch_at(log_, found[0])})
+            else:
+                partitions.append({"partition_index": index, "offset": found[0], "timestamp": found[1]})
     return {"topics": topics}
 
 

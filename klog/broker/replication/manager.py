@@ -327,6 +327,14 @@ class ReplicaManager:
             return NOT_LEADER_OR_FOLLOWER
         return NONE
 
+    def high_watermark_lagging(self, topic: str, partition: int) -> bool:
+        """Whether this broker leads the partition with its high watermark still below the offset its leadership
+        started at (a new leader before its followers caught up): offsets past the high watermark may be committed,
+        so ListOffsets answers clients OFFSET_NOT_AVAILABLE instead of offsets that may go backwards (Kafka's
+        ``Partition.fetchOffsetForTimestamp``)."""
+        leader = self.leaders.get((topic, partition))
+        return leader is not None and leader.leader_epoch_start_offset > leader.high_watermark
+
     def follower_fetch(self, topic: str, partition: int, replica_id: int, broker_epoch: int,
                        current_leader_epoch: int, fetch_offset: int, last_fetched_epoch: int,
                        log_start_offset: int) -> FollowerFetchResult:
