@@ -473,12 +473,24 @@ class AsyncShareConsumer:
         results: dict[tuple[str, int], Exception | None] = {}
         renewals = {k for k in self._renewing
                     if (k[0], k[1]) in self._pending and self._pending[(k[0], k[1])].kind_of(k[2]) == _RENEW}
-        pending, self._pending = self._pending_by_leader(), {}
+        pending = self._pending_by_leader()
+        # as Kafka's ShareConsumeRequestManager, an acknowledgement that cannot be sent fails (the record's lock
+        # runs out, it is delivered again) and says so in the result: none is dropped unreported
+        for tp, unsent in self._pending.items():
+            if unsent and self._leader(tp) is None:   # a leader being elected
+                results[tp] = for_code(ErrorCode.NETWORK_EXCEPTION, f"no leader known for {tp[0]}-{tp[1]}: its "
+                                                                    "acknowledgements could not be sent")
+                self.cluster.request_update()
+        self._pending = {}
         nodes = set(pending) | (set(self._epochs) if close else set())
         for node in nodes:
             acks = pending.get(node, {})
             epoch = self._epochs.get(node, 0)
-            if epoch == 0:   # no session with this leader yet: acknowledgements need one
+            if epoch == 0:   # no session with this leader (it changed, or a request failed): ShareAcknowledge needs one
+                for tp in acks:
+                    results[tp] = for_code(ErrorCode.NETWORK_EXCEPTION, f"no share session with node {node}, the "
+                                                                        f"leader of {tp[0]}-{tp[1]}: its "
+                                                                        "acknowledgements could not be sent")
                 continue
             topics: dict[uuid.UUID, list[Struct]] = {}
             for (topic, partition), by_offset in acks.items():
@@ -489,15 +501,21 @@ class AsyncShareConsumer:
             body = Struct(group_id=self.group_id, member_id=self.member_id,
                           share_session_epoch=-1 if close else epoch, is_renew_ack=renew,
                           topics=[Struct(topic_id=t, partitions=ps) for t, ps in topics.items()])
-            r = await self.cluster.request(node, ApiKey.SHARE_ACKNOWLEDGE, body)
+            try:
+                r = await self.cluster.request(node, ApiKey.SHARE_ACKNOWLEDGE, body)
+            except (KafkaError, OSError, asyncio.TimeoutError) as exc:   # the other leaders' still go
+                self._epochs[node] = 0
+                for tp in acks:
+                    results[tp] = exc
+                continue
             self._epochs[node] = 0 if close or r.error_code else epoch + 1
             for t in r.responses:
                 name = self._ids.get(t.topic_id, "")
                 for p in t.partitions:
                     results[(name, p.partition_index)] = for_code(p.error_code) if p.error_code else None
-            if r.error_code:
-                for tp in acks:
-                    results.setdefault(tp, for_code(r.error_code))
+            for tp in acks:
+                results.setdefault(tp, for_code(r.error_code) if r.error_code else for_code(
+                    ErrorCode.INVALID_RECORD_STATE, f"no answer for {tp[0]}-{tp[1]}'s acknowledgements"))
         self._settle_renewals(renewals, results)
         return results
 
