@@ -283,6 +283,55 @@ def test_cleaned_segments_survive_a_restart_and_dump_log_segments_reads_them(tmp
     assert sanity.count("passed sanity check") + sanity.count(".index is empty.") == n_indexes, sanity[-2000:]
 
 
+def test_a_cleaner_swap_failing_past_its_commit_point_takes_the_log_dir_offline_and_a_restart_completes_it(tmp_path):
+    """A swap whose old segment cannot be retired (a directory in the way of its `.deleted` name) failed after its
+    commit point: the log is closed and its log dir goes offline, as Kafka's cleaner takes the dir offline on an
+    IOException, so produce answers KAFKA_STORAGE_ERROR and DescribeLogDirs names the dir. (Before, the log stayed
+    online taking writes, the swapped groups' offsets missing from it until a restart.) The restart completes the
+    swap: every key's latest value is read."""
+    from klog.protocol import ApiKey
+    from klog.records import encode_batch
+    from klog.testing.wire import WireClient
+    from test_broker_robustness import log_lines_since
+
+    storage_error = 56   # KAFKA_STORAGE_ERROR
+    data = data_dir_for(tmp_path)
+    topic = "swap-fails"
+    # log.segment.delete.delay.ms is 60 s: old segments are renamed .deleted, a rename a directory can be in the way of
+    with BrokerProcess(data, CLEANER_CONFIG) as broker:
+        create_topic(broker.bootstrap_servers, topic,
+                     compacted_configs(8_192, **{"min.compaction.lag.ms": "3600000"}))
+        latest, end = produce_scenario(broker.bootstrap_servers, topic, keys=100, rounds=6, value_bytes=60)
+        produce_fillers(broker.bootstrap_servers, topic, 20_000)
+        part = os.path.join(data, f"{topic}-0")
+        segments = sorted(f for f in os.listdir(part) if f.endswith(".log"))
+        assert len(segments) > 1, segments   # the first one is sealed: it is cleaned
+        obstacle = os.path.join(part, segments[0] + ".deleted")
+        os.mkdir(obstacle)
+        alter_topic(broker.bootstrap_servers, topic, min_compaction_lag_ms="0")   # cleaning starts
+        with WireClient(broker.host, broker.port) as wire:
+            deadline = time.monotonic() + 60
+            while True:
+                errors = {r.log_dir: r.error_code
+                          for r in wire.request(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None}).results}
+                if errors == {data: storage_error}:
+                    break
+                assert time.monotonic() < deadline, (errors, broker.lines[-20:])
+                time.sleep(0.1)
+            produced = wire.request(ApiKey.PRODUCE, 9, {
+                "transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+                    {"name": topic, "partition_data": [
+                        {"index": 0, "records": encode_batch([{"key": b"key-0", "value": b"late"}])}]}]})
+            assert produced.responses[0].partition_responses[0].error_code == storage_error
+        offline = log_lines_since(broker, 0, f"log dir {data} is offline")
+        assert offline and "rename for delete" in offline[0], broker.lines[-20:]
+    os.rmdir(obstacle)
+    with BrokerProcess(data, CLEANER_CONFIG) as broker:
+        records = read_all(broker.bootstrap_servers, topic)
+    check_compacted(records, latest, end)
+    assert not [f for f in os.listdir(part) if f.endswith(".swap")]
+
+
 def test_cleanup_policy_changed_to_compact_at_runtime_starts_cleaning(broker):
     topic = "altered"
     create_topic(broker.bootstrap_servers, topic, {"segment.bytes": "8192"})

@@ -407,8 +407,15 @@ impl LogManager {
             }
             None => Vec::new(),
         });
+        // a pass whose swap failed past its commit point closed its log: the dir goes offline
+        let weak: Weak<Shared> = Arc::downgrade(&self.shared);
+        let dir_failed = Arc::new(move |dir: usize, error: &str| {
+            if let Some(s) = weak.upgrade() {
+                s.mark_offline(dir, error);
+            }
+        });
         let online: Vec<bool> = (0..self.shared.dirs.len()).map(|d| !self.shared.is_offline(d)).collect();
-        *c = Some(LogCleaner::start_online(config, self.shared.dirs.clone(), &online, lister)?);
+        *c = Some(LogCleaner::start_online(config, self.shared.dirs.clone(), &online, lister, dir_failed)?);
         Ok(())
     }
 

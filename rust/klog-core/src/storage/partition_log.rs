@@ -166,6 +166,10 @@ struct LogState {
     /// swap): the cleaner swaps its output in only if nothing changed while it worked.
     generation: u64,
     closed: bool,
+    /// Closed by a write that failed midway (a full truncation, a cleaner swap past its commit
+    /// point): what is on disk is not what the log served, and nothing must be written on top
+    /// of it until a restart resolves it; the log dir goes offline.
+    closed_by_failure: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -578,6 +582,7 @@ impl PartitionLog {
                 max_timestamp_answer: None,
                 generation: 0,
                 closed: false,
+                closed_by_failure: false,
             }),
             log_end_offset: AtomicI64::new(leo),
             high_watermark: AtomicI64::new(leo),
@@ -1551,10 +1556,22 @@ impl PartitionLog {
             }
         }
         if let Err(e) = &res {
-            st.closed = true;
-            warn(format!("{} is closed until a restart: a full truncation to {offset} failed midway: {e}", self.name()));
+            self.close_after_failure(st, &format!("a full truncation to {offset} failed midway: {e}"));
         }
         res
+    }
+
+    /// Close the log until a restart over a write that failed midway (see `closed_by_failure`).
+    fn close_after_failure(&self, st: &mut LogState, what: &str) {
+        st.closed = true;
+        st.closed_by_failure = true;
+        warn(format!("{} is closed until a restart: {what}", self.name()));
+    }
+
+    /// The log was closed by a write that failed midway (a full truncation, a cleaner swap):
+    /// its log dir must go offline, as Kafka's LogDirFailureChannel takes it on an IOException.
+    pub fn closed_by_failure(&self) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).closed_by_failure
     }
 
     /// The error of a log found without segments (closed after a failed full truncation).
@@ -1695,6 +1712,8 @@ impl PartitionLog {
     ///
     /// Opening the log after a crash in step 1 finds a `.cleaned` file at or below every `.swap`
     /// and rolls all of them back; after step 1 it completes every swap (see `cleaner::swap`).
+    /// A failure in step 1 is rolled back and the log goes on unchanged; a later one, or a
+    /// rollback that fails, closes the log until that restart (`closed_by_failure`).
     /// Returns the new generation, or None when the log changed and nothing was swapped.
     pub fn swap_in_cleaned(&self, groups: &[Vec<i64>], generation: u64) -> StorageResult<Option<u64>> {
         self.swap_in_cleaned_until(groups, generation, 3)
@@ -1727,29 +1746,66 @@ impl PartitionLog {
                 return Err(StorageError::corrupt(&cleaned, 0, "the cleaned segment to swap in is missing".to_owned()));
             }
         }
-        for g in groups.iter().rev() {
-            for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX] {
-                rename_suffix(&self.dir(), g[0], suffix, CLEANED_SUFFIX, SWAP_SUFFIX)?;
+        // Step 1. A failure before the commit point is rolled back: every rename made is undone,
+        // newest first (the lowest group's `.log.cleaned` is back before any other, so a restart
+        // finds a `.cleaned` file at or below every `.swap` one whatever lands on disk), and
+        // fsynced, and the log goes on unchanged. A rollback that fails or cannot be fsynced
+        // closes the log: the `.swap` files left would look committed at the next start, which
+        // completes them; that is right only if nothing was written on top of them.
+        let dir = self.dir();
+        let mut renamed: Vec<(i64, &str)> = Vec::new();
+        let committed = (|| -> StorageResult<()> {
+            for g in groups.iter().rev() {
+                for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX] {
+                    if rename_suffix(&dir, g[0], suffix, CLEANED_SUFFIX, SWAP_SUFFIX)? {
+                        renamed.push((g[0], suffix));
+                    }
+                }
             }
+            fsync_dir(&dir).ctx("fsync", &dir)
+        })();
+        if let Err(e) = committed {
+            let undone = renamed
+                .iter()
+                .rev()
+                .try_for_each(|(b, suffix)| rename_suffix(&dir, *b, suffix, SWAP_SUFFIX, CLEANED_SUFFIX).map(drop))
+                .and_then(|()| fsync_dir(&dir).ctx("fsync", &dir));
+            if let Err(undo) = undone {
+                self.close_after_failure(&mut st, &format!("a log cleaner swap failed ({e}) and could not be rolled back: {undo}"));
+            }
+            return Err(e);
         }
-        fsync_dir(&self.dir()).ctx("fsync", &self.dir())?;
         if steps < 2 {
             return Ok(None);
         }
+        // Steps 2 and 3, past the commit point: the swap can only go forward (the next start
+        // completes it). A failure here leaves the segment map without segments already retired
+        // and their replacement not in it yet: the log is closed rather than serve it.
         let now = now_ms();
-        for b in groups.iter().flatten() {
-            if let Some(s) = st.segments.remove(b) {
-                Self::retire_segment(&mut st, s, now)?;
+        let forward = (|| -> StorageResult<bool> {
+            for b in groups.iter().flatten() {
+                if let Some(s) = st.segments.remove(b) {
+                    Self::retire_segment(&mut st, s, now)?;
+                }
             }
-        }
-        if steps < 3 {
-            return Ok(None);
-        }
-        for (g, end) in groups.iter().zip(ends) {
-            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-                rename_suffix(&self.dir(), g[0], suffix, SWAP_SUFFIX, "")?;
+            if steps < 3 {
+                return Ok(false);
             }
-            st.segments.insert(g[0], Box::new(Segment::lazy(&self.dir(), g[0], end).with_fd_budget(self.fd_budget.clone())));
+            for (g, end) in groups.iter().zip(ends) {
+                for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                    rename_suffix(&dir, g[0], suffix, SWAP_SUFFIX, "")?;
+                }
+                st.segments.insert(g[0], Box::new(Segment::lazy(&dir, g[0], end).with_fd_budget(self.fd_budget.clone())));
+            }
+            Ok(true)
+        })();
+        match forward {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(e) => {
+                self.close_after_failure(&mut st, &format!("a log cleaner swap failed after its commit point: {e}"));
+                return Err(e);
+            }
         }
         // Not fsynced here: if these renames are lost in a crash, opening the log finds the
         // committed `.swap` files again and completes the swaps (the next directory fsync, at a

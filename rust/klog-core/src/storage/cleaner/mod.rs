@@ -640,6 +640,9 @@ pub fn clean_log(
 /// The logs a cleaner serves: (log dir index, log) of every open partition.
 pub type LogLister = Arc<dyn Fn() -> Vec<(usize, Arc<PartitionLog>)> + Send + Sync>;
 
+/// Takes a log dir (its index) offline over an error (the log manager's).
+pub type DirFailure = Arc<dyn Fn(usize, &str) + Send + Sync>;
+
 struct CleanerState {
     in_progress: HashSet<(String, i32)>,
     /// Partitions whose cleaning failed with an unexpected error: skipped until restart (Kafka's
@@ -661,6 +664,8 @@ struct CleanerShared {
     config: CleanerConfig,
     dirs: Vec<PathBuf>,
     logs: LogLister,
+    /// Called when a pass left its log closed (a swap failed past its commit point).
+    dir_failed: DirFailure,
     state: Mutex<CleanerState>,
     wake: Condvar,
     stop: AtomicBool,
@@ -740,6 +745,15 @@ impl CleanerShared {
         let now = now_ms();
         let Some((dir, log, p)) = self.grab_filthiest(now) else { return false };
         match clean_log(&log, &p, &self.config, map_bytes, now, &self.throttle, &self.stop) {
+            Err(e) if log.closed_by_failure() => {
+                // A swap that failed past its commit point (or could not be rolled back) closed the
+                // log; its dir goes offline, as Kafka's cleaner takes it on an IOException: nothing
+                // is written there on top of the half-done swap, which the next start resolves.
+                warn(format!("log cleaner: cleaning {} failed and closed it: {e}", log.name()));
+                (self.dir_failed)(dir, &e.to_string());
+                self.done(dir, &log, None, true);
+                false
+            }
             Ok(Some((end, stats))) => {
                 lock(&self.state).stats.add(&stats);
                 self.done(dir, &log, Some(end), false);
@@ -789,12 +803,13 @@ impl LogCleaner {
     /// offsets read from each log dir's `cleaner-offset-checkpoint`.
     pub fn start(config: CleanerConfig, dirs: Vec<PathBuf>, logs: LogLister) -> StorageResult<LogCleaner> {
         let online = vec![true; dirs.len()];
-        Self::start_online(config, dirs, &online, logs)
+        Self::start_online(config, dirs, &online, logs, Arc::new(|_, _| {}))
     }
 
     /// `start`, reading the checkpoints of the dirs `online` marks only (an offline dir is not
-    /// read; `logs` lists none of its logs).
-    pub fn start_online(config: CleanerConfig, dirs: Vec<PathBuf>, online: &[bool], logs: LogLister) -> StorageResult<LogCleaner> {
+    /// read; `logs` lists none of its logs), with `dir_failed` taking a dir offline when a pass
+    /// left one of its logs closed.
+    pub fn start_online(config: CleanerConfig, dirs: Vec<PathBuf>, online: &[bool], logs: LogLister, dir_failed: DirFailure) -> StorageResult<LogCleaner> {
         config.validate()?;
         let checkpoints = dirs
             .iter()
@@ -814,6 +829,7 @@ impl LogCleaner {
             config,
             dirs,
             logs,
+            dir_failed,
             state: Mutex::new(CleanerState {
                 in_progress: HashSet::new(),
                 uncleanable: HashSet::new(),

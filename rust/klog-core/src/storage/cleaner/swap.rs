@@ -12,6 +12,12 @@
 //!
 //! The cleaner keeps the last batch of every cleaned segment (empty if need be), so a committed
 //! swap's next offset is exactly the end of the segments it replaced.
+//!
+//! Completing a `.swap` found here is right only if nothing was written over its offsets since
+//! it was renamed. A swap that fails in a running log makes sure of that: before its commit point
+//! it renames its files back to `.cleaned` and fsyncs the dir before the log takes another write;
+//! if that fails, or the failure came after the commit point, the log is closed and its dir taken
+//! offline until this runs at the next start (`PartitionLog::swap_in_cleaned`).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -28,13 +34,14 @@ use super::super::segment::{parse_segment_file_name, segment_file_name, INDEX_SU
 pub const CLEANED_SUFFIX: &str = ".cleaned";
 pub const SWAP_SUFFIX: &str = ".swap";
 
-/// Rename `<base><file_suffix><from>` to `<base><file_suffix><to>` (a missing file is skipped).
-pub fn rename_suffix(dir: &Path, base: i64, file_suffix: &str, from: &str, to: &str) -> StorageResult<()> {
+/// Rename `<base><file_suffix><from>` to `<base><file_suffix><to>` (a missing file is skipped);
+/// true if a file was renamed.
+pub fn rename_suffix(dir: &Path, base: i64, file_suffix: &str, from: &str, to: &str) -> StorageResult<bool> {
     let name = segment_file_name(base, file_suffix);
     let src = dir.join(format!("{name}{from}"));
     match fs::rename(&src, dir.join(format!("{name}{to}"))) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e).ctx("rename", &src),
     }
 }

@@ -375,6 +375,118 @@ fn a_swap_whose_cleaned_segment_is_missing_fails_and_keeps_the_old_segments() {
     assert_eq!(latest(&recs), expect);
 }
 
+/// Every file of a partition directory named with `.swap` (a swap's leftovers).
+fn swap_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).filter(|n| n.ends_with(swap::SWAP_SUFFIX)).collect();
+    v.sort();
+    v
+}
+
+fn clean_failing(log: &PartitionLog) -> StorageError {
+    let cfg = CleanerConfig::default();
+    let p = plan(log, &log.cleaner_view().unwrap(), None, 10_000).unwrap();
+    clean_log(log, &p, &cfg, cfg.map_bytes_per_thread(), 10_000, &IoThrottle::unlimited(), &AtomicBool::new(false)).unwrap_err()
+}
+
+#[test]
+fn a_swap_failing_before_its_commit_point_is_rolled_back_so_a_restart_keeps_what_was_written_after_it() {
+    let d = TempDir::new("cleaner-swap-fails-uncommitted");
+    let cfg = compacted(2048);
+    let log = open(&d.0, cfg, true);
+    let expect = fill(&log, 40, 5, 6, EncodeOptions::default());
+    let bases = log.segment_bases().unwrap();
+    assert!(bases.len() > 4, "{bases:?}");
+    // The last rename of the commit (the lowest group's `.log`) fails: a directory in its way.
+    let obstacle = suffixed(&d.0, bases[0], LOG_SUFFIX, swap::SWAP_SUFFIX);
+    fs::create_dir(&obstacle).unwrap();
+    let err = clean_failing(&log);
+    assert!(err.to_string().contains("rename"), "{err}");
+    // Rolled back: the running log keeps every segment and offset, and no `.swap` file is left
+    // (before the fix, the higher groups' `.swap` files stayed, looking committed).
+    assert_eq!(log.segment_bases().unwrap(), bases);
+    assert_eq!(latest(&read_all(&log).0), expect);
+    fs::remove_dir(&obstacle).unwrap();
+    assert_eq!(swap_files(&d.0), Vec::<String>::new());
+    // A new leader's history: the log cut below the second group and written anew past the old end.
+    log.truncate_to(bases[1] + 1).unwrap();
+    for round in 0..4 {
+        let recs: Vec<(String, String)> = (0..40).map(|k| (format!("key-{k}"), format!("new-{k}-{round}"))).collect();
+        for chunk in recs.chunks(6) {
+            let recs: Vec<(&str, Option<&str>)> = chunk.iter().map(|(k, v)| (k.as_str(), Some(v.as_str()))).collect();
+            log.append(&batch(&recs, 2_000, EncodeOptions::default()), 0, 0).unwrap();
+        }
+    }
+    let written = read_all(&log).0;
+    log.close().unwrap();
+    // The restart serves what the running log held (before the fix it completed the abandoned
+    // swap: the new records between the stale groups' bounds were replaced by the old cleaned ones).
+    let log = open(&d.0, cfg, true);
+    let reopened = read_all(&log).0;
+    let new = |recs: &[(i64, String, Option<String>)]| recs.iter().filter(|r| r.2.as_deref().is_some_and(|v| v.starts_with("new-"))).count();
+    assert!(
+        reopened == written,
+        "served {} records ({} written after the truncation), after the restart {} ({})",
+        written.len(),
+        new(&written),
+        reopened.len(),
+        new(&reopened)
+    );
+}
+
+#[test]
+fn a_swap_failing_after_its_commit_point_closes_the_log_and_the_restart_completes_it() {
+    let d = TempDir::new("cleaner-swap-fails-committed");
+    // Retired segments are renamed `.deleted` (file.delete.delay.ms): a rename that can fail.
+    let cfg = LogConfig { file_delete_delay_ms: 60_000, ..compacted(2048) };
+    let log = open(&d.0, cfg, true);
+    let expect = fill(&log, 40, 5, 6, EncodeOptions::default());
+    let bases = log.segment_bases().unwrap();
+    assert!(bases.len() > 4, "{bases:?}");
+    // The second old segment cannot be retired: a directory in the way of its `.deleted` name.
+    let obstacle = d.0.join(format!("{}.deleted", crate::storage::segment::segment_file_name(bases[1], LOG_SUFFIX)));
+    fs::create_dir(&obstacle).unwrap();
+    let err = clean_failing(&log);
+    assert!(err.to_string().contains("rename for delete"), "{err}");
+    // Past the commit point nothing can be taken back: the log is closed, not serving a segment
+    // map without the retired segments (before the fix, offsets from the first segment to the
+    // third one's base were silently gone while the log took appends and truncations).
+    assert!(matches!(log.segment_bases(), Err(StorageError::Closed(_))), "{:?}", log.segment_bases());
+    assert!(matches!(log.read(0, 1 << 20, None, true), Err(StorageError::Closed(_))));
+    assert!(matches!(log.truncate_to(bases[1]), Err(StorageError::Closed(_))));
+    assert!(log.append(&batch(&[("key-0", Some("late"))], 2_000, EncodeOptions::default()), 0, 0).is_err());
+    drop(log);
+    fs::remove_dir(&obstacle).unwrap();
+    // The restart completes the committed swap: every key's latest value, no leftovers.
+    let log = open(&d.0, cfg, false);
+    let (recs, _) = read_all(&log);
+    assert_eq!(latest(&recs), expect);
+    assert!(recs.windows(2).all(|w| w[0].0 < w[1].0));
+    assert_eq!(swap_files(&d.0), Vec::<String>::new());
+}
+
+#[test]
+fn a_cleaner_pass_that_closes_its_log_takes_the_log_dir_offline() {
+    let d = TempDir::new("cleaner-swap-fails-offline");
+    let mgr = crate::storage::log_manager::LogManager::open(&[d.0.clone()], LogConfig::default()).unwrap();
+    let cfg = LogConfig { file_delete_delay_ms: 60_000, min_cleanable_dirty_ratio: 0.01, ..compacted(2048) };
+    let log = mgr.create("t", 0, Some(cfg)).unwrap();
+    fill(&log, 40, 5, 6, EncodeOptions::default());
+    let bases = log.segment_bases().unwrap();
+    fs::create_dir(log.dir().join(format!("{}.deleted", crate::storage::segment::segment_file_name(bases[1], LOG_SUFFIX)))).unwrap();
+    mgr.start_cleaner(CleanerConfig { backoff_ms: 10, ..CleanerConfig::default() }).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while mgr.offline_dirs().is_empty() {
+        assert!(Instant::now() < deadline, "the log dir stayed online: {:?}", log.segment_bases());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let offline = mgr.offline_dirs();
+    assert_eq!(offline[0].0, d.0);
+    assert!(offline[0].1.contains("rename for delete"), "{offline:?}");
+    assert!(matches!(log.segment_bases(), Err(StorageError::Closed(_))));
+    mgr.close().unwrap();
+}
+
 #[test]
 fn a_pass_planned_before_a_truncation_is_abandoned_and_cleans_nothing() {
     let d = TempDir::new("cleaner-planned-before-truncation");
@@ -455,6 +567,7 @@ fn shared_over(logs: Vec<Arc<PartitionLog>>, checkpoints: HashMap<(String, i32),
         config: CleanerConfig::default(),
         dirs: vec![],
         logs: Arc::new(move || logs.iter().map(|l| (0, l.clone())).collect()),
+        dir_failed: Arc::new(|_, _| {}),
         state: Mutex::new(CleanerState {
             in_progress: HashSet::new(),
             uncleanable: HashSet::new(),
