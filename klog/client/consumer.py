@@ -60,6 +60,7 @@ _EARLIEST = -2
 _LATEST = -1
 _BATCH_HEAD = struct.Struct(">qi")  # base offset, length
 _LAST_OFFSET_DELTA = struct.Struct(">i")
+_PARTITION_LEADER_EPOCH = struct.Struct(">i")
 _new_record = tuple.__new__
 _monotonic = time.monotonic
 
@@ -134,6 +135,19 @@ def _scan_batches(data: memoryview) -> tuple[int, int]:
         next_offset = base + delta + 1
         pos += size
     return pos, next_offset
+
+
+def _batch_leader_epoch(data: memoryview, offset: int) -> int:
+    """The partition leader epoch of the batch in ``data`` that holds ``offset`` (-1 when none does)."""
+    pos = 0
+    end = len(data)
+    while end - pos >= 61:
+        base, length = _BATCH_HEAD.unpack_from(data, pos)
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
+        if base <= offset <= base + delta:
+            return int(_PARTITION_LEADER_EPOCH.unpack_from(data, pos + 12)[0])
+        pos += 12 + length
+    return -1
 
 
 class ConsumerCore:
@@ -348,9 +362,11 @@ class ConsumerCore:
             self._set_position(tp, st, offset)
         self._fetch_wakeup.set()
 
-    def _set_position(self, tp: TopicPartition, st: PartitionState, offset: int) -> None:
-        # Lock held.
+    def _set_position(self, tp: TopicPartition, st: PartitionState, offset: int, leader_epoch: int = -1) -> None:
+        # Lock held. ``leader_epoch``: the epoch of the record before ``offset`` when known (a committed offset's,
+        # ListOffsets'), else -1: a seek to a bare offset keeps no epoch of the old position (as Kafka's Java client).
         st.position = offset
+        st.leader_epoch = leader_epoch
         st.fetch_offset = offset
         st.version += 1
         st.reset = None
@@ -409,8 +425,7 @@ class ConsumerCore:
                     self._needs_committed.discard(tp)
                     c = committed.get(tp)
                     if c is not None and c.offset >= 0:
-                        self._set_position(tp, st, c.offset)
-                        st.leader_epoch = c.leader_epoch
+                        self._set_position(tp, st, c.offset, c.leader_epoch)
                     elif st.position is None:
                         if self.auto_offset_reset == "none":
                             st.error = for_code(_OFFSET_OUT_OF_RANGE, f"no committed offset for {tp.topic}-"
@@ -436,7 +451,7 @@ class ConsumerCore:
                     found = offsets.get(tp)
                     if st is None or st.reset != strategy or found is None:
                         continue
-                    self._set_position(tp, st, found[0])
+                    self._set_position(tp, st, found[0], found[2])
         self._fetch_wakeup.set()
 
     async def list_offsets(self, query: Mapping[TopicPartition, int], *, timeout: float | None = None
@@ -828,6 +843,8 @@ class ConsumerCore:
                     table = _records_to_arrow(rest)
                     cf.index += len(rest)
                     new_position = rest[-1].offset + 1 if rest else position
+                    if rest:
+                        st.leader_epoch = rest[-1].leader_epoch
                     if cf.index >= len(cf.records):  # type: ignore[arg-type]
                         self._delivered(cf, st, new_position)
                         woke = True
@@ -846,6 +863,9 @@ class ConsumerCore:
                     else:
                         self._delivered(cf, st, position)
                         woke = True
+                    if table.num_rows:
+                        # the position carries the epoch of the last delivered record (committed with it)
+                        st.leader_epoch = _batch_leader_epoch(cf.data, int(table.column(0)[-1].as_py()))
             if table.num_rows:
                 pieces.append(_with_partition_columns(table, cf.tp))
                 rows += table.num_rows
