@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,17 +24,10 @@ import pytest
 import klog
 from klog.client import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from klog.client.errors import LogTruncationError
-from klog.testing.cluster import KlogCluster, cluster_of
+from klog.testing.cluster import cluster_of
 from klog.testing.cluster_api import Cluster
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[KlogCluster]:
-    with KlogCluster(tmp_path, 3) as started:
-        started.wait_for_brokers()
-        yield started
 
 
 def _records(consumer: klog.Consumer, count: int) -> list[ConsumerRecord]:
@@ -56,11 +48,18 @@ def _rows(consumer: klog.Consumer, count: int) -> int:
     return rows
 
 
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
 def test_committed_leader_epoch_is_the_last_delivered_records_by_poll_and_poll_batch_across_a_leader_change(
-        cluster: KlogCluster) -> None:
+        kind: str, tmp_path: Path) -> None:
+    with cluster_of(kind, tmp_path / kind, 3) as cluster:
+        cluster.wait_for_brokers()
+        _across_a_leader_change(cluster)
+
+
+def _across_a_leader_change(cluster: Cluster) -> None:
     topic = f"t-{uuid.uuid4().hex[:8]}"
     tp = TopicPartition(topic, 0)
-    cluster.create_topic(topic, 1, 3)
+    assert cluster.create_topic(topic, 1, 3)[0] == 0
     old_leader = cluster.wait_for_topic(topic, 1)[0]
     cluster.produce(topic, [0], 10, tag="a")
     bootstrap = cluster.bootstrap_servers
