@@ -41,6 +41,7 @@ from .errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    LogTruncationError,
     for_code,
 )
 from .types import ConsumerRecord, OffsetAndMetadata, TopicPartition
@@ -58,8 +59,12 @@ POLL_BATCH_ROWS = 65536
 POLL_BATCH_BYTES = 4 << 20
 _EARLIEST = -2
 _LATEST = -1
+#: OffsetForLeaderEpoch v3+ asks only Describe on the topic (older ones ClusterAction): Kafka's consumer validates
+#: positions with it only from v3 and skips validation with older brokers
+_VALIDATION_MIN_VERSION = 3
 _BATCH_HEAD = struct.Struct(">qi")  # base offset, length
 _LAST_OFFSET_DELTA = struct.Struct(">i")
+_PARTITION_LEADER_EPOCH = struct.Struct(">i")
 _new_record = tuple.__new__
 _monotonic = time.monotonic
 
@@ -74,7 +79,8 @@ class PartitionState:
     """Consumption state of one assigned partition."""
 
     __slots__ = ("position", "fetch_offset", "version", "paused", "reset", "high_watermark", "last_stable_offset",
-                 "log_start_offset", "leader_epoch", "in_flight", "error", "retry_at")
+                 "log_start_offset", "leader_epoch", "current_leader_epoch", "awaiting_validation", "in_flight",
+                 "error", "retry_at")
 
     def __init__(self) -> None:
         #: Offset of the next record to return to the user (None until known).
@@ -89,14 +95,20 @@ class PartitionState:
         self.high_watermark = -1
         self.last_stable_offset = -1
         self.log_start_offset = -1
+        #: Leader epoch of the record before ``position`` (-1 unknown): committed with it, validated on a new leader.
         self.leader_epoch = -1
+        #: The partition leader's epoch (metadata) the position was validated against and Fetch names (-1 unknown).
+        self.current_leader_epoch = -1
+        #: KIP-320: the position waits for OffsetForLeaderEpoch to tell whether the leader's log still holds it.
+        self.awaiting_validation = False
         self.in_flight = False
         #: An error to raise from the next poll (e.g. OFFSET_OUT_OF_RANGE with auto.offset.reset=none).
         self.error: BaseException | None = None
         self.retry_at = 0.0
 
     def fetchable(self) -> bool:
-        return self.position is not None and not self.paused and self.error is None and self.reset is None
+        return (self.position is not None and not self.paused and self.error is None and self.reset is None
+                and not self.awaiting_validation)
 
 
 class _CompletedFetch:
@@ -134,6 +146,19 @@ def _scan_batches(data: memoryview) -> tuple[int, int]:
         next_offset = base + delta + 1
         pos += size
     return pos, next_offset
+
+
+def _batch_leader_epoch(data: memoryview, offset: int) -> int:
+    """The partition leader epoch of the batch in ``data`` that holds ``offset`` (-1 when none does)."""
+    pos = 0
+    end = len(data)
+    while end - pos >= 61:
+        base, length = _BATCH_HEAD.unpack_from(data, pos)
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
+        if base <= offset <= base + delta:
+            return int(_PARTITION_LEADER_EPOCH.unpack_from(data, pos + 12)[0])
+        pos += 12 + length
+    return -1
 
 
 class ConsumerCore:
@@ -348,9 +373,14 @@ class ConsumerCore:
             self._set_position(tp, st, offset)
         self._fetch_wakeup.set()
 
-    def _set_position(self, tp: TopicPartition, st: PartitionState, offset: int) -> None:
-        # Lock held.
+    def _set_position(self, tp: TopicPartition, st: PartitionState, offset: int, leader_epoch: int = -1) -> None:
+        # Lock held. ``leader_epoch``: the epoch of the record before ``offset`` when known (a committed offset's,
+        # ListOffsets'), else -1: a seek to a bare offset keeps no epoch of the old position (as Kafka's Java client).
         st.position = offset
+        st.leader_epoch = leader_epoch
+        # the next fetch round compares the leader's epoch anew: a position with an epoch is validated first
+        st.current_leader_epoch = -1
+        st.awaiting_validation = False
         st.fetch_offset = offset
         st.version += 1
         st.reset = None
@@ -409,8 +439,7 @@ class ConsumerCore:
                     self._needs_committed.discard(tp)
                     c = committed.get(tp)
                     if c is not None and c.offset >= 0:
-                        self._set_position(tp, st, c.offset)
-                        st.leader_epoch = c.leader_epoch
+                        self._set_position(tp, st, c.offset, c.leader_epoch)
                     elif st.position is None:
                         if self.auto_offset_reset == "none":
                             st.error = for_code(_OFFSET_OUT_OF_RANGE, f"no committed offset for {tp.topic}-"
@@ -436,7 +465,7 @@ class ConsumerCore:
                     found = offsets.get(tp)
                     if st is None or st.reset != strategy or found is None:
                         continue
-                    self._set_position(tp, st, found[0])
+                    self._set_position(tp, st, found[0], found[2])
         self._fetch_wakeup.set()
 
     async def list_offsets(self, query: Mapping[TopicPartition, int], *, timeout: float | None = None
@@ -536,18 +565,25 @@ class ConsumerCore:
         md = self.cluster.metadata
         now = _monotonic()
         by_node: dict[int, list[tuple[TopicPartition, PartitionState]]] = collections.defaultdict(list)
+        to_validate: dict[int, list[tuple[TopicPartition, PartitionState]]] = collections.defaultdict(list)
         need_metadata = False
         with self.lock:
             buffered_tps = collections.Counter(cf.tp for cf in self.ready)
             for tp, st in self.assignment.items():
-                if not st.fetchable() or st.in_flight or st.retry_at > now:
+                if st.in_flight or st.retry_at > now:
                     continue
-                # Prefetch: up to PREFETCH_DEPTH undelivered responses per partition.
-                if buffered_tps[tp] >= PREFETCH_DEPTH:
+                if st.position is None or st.paused or st.error is not None or st.reset is not None:
                     continue
                 leader = md.leader_for(tp.topic, tp.partition)
                 if leader is None:
                     need_metadata = True
+                    continue
+                self._note_leader_epoch(st, md.topics[tp.topic].partitions[tp.partition].leader_epoch)
+                if st.awaiting_validation:
+                    to_validate[leader].append((tp, st))
+                    continue
+                # Prefetch: up to PREFETCH_DEPTH undelivered responses per partition.
+                if buffered_tps[tp] >= PREFETCH_DEPTH:
                     continue
                 if leader in self._fetching_nodes:
                     continue
@@ -559,6 +595,120 @@ class ConsumerCore:
             for _tp, st in parts:
                 st.in_flight = True
             self.loop.create_task(self._fetch(node, parts))
+        for node, parts in to_validate.items():
+            for _tp, st in parts:
+                st.in_flight = True
+            self.loop.create_task(self._validate_positions(node, parts))
+
+    @staticmethod
+    def _note_leader_epoch(st: PartitionState, leader_epoch: int) -> None:
+        """The partition's leader epoch in the metadata (lock held): when it is not the one the position was
+        validated against, a position with an epoch waits for validation (Kafka's
+        ``SubscriptionState.maybeValidatePositionForCurrentLeader``); without epochs (old brokers) nothing waits."""
+        if leader_epoch != st.current_leader_epoch:
+            st.current_leader_epoch = leader_epoch
+            st.awaiting_validation = st.leader_epoch >= 0 and leader_epoch >= 0
+
+    async def _validate_positions(self, node: int, parts: list[tuple[TopicPartition, PartitionState]]) -> None:
+        """KIP-320: ask the leader where each position's epoch ends (OffsetForLeaderEpoch); a position past it was
+        truncated away (an unclean election): it moves to that end, the first offset known to diverge (Kafka's
+        ``SubscriptionState.maybeCompleteValidation``), or fails with LogTruncationError with
+        auto.offset.reset=none."""
+        with self.lock:
+            sent = {tp: (st.version, st.position, st.leader_epoch, st.current_leader_epoch) for tp, st in parts}
+        need_metadata = False
+        try:
+            try:
+                conn = await self.cluster.connection(node)
+                if not conn.supports(ApiKey.OFFSET_FOR_LEADER_EPOCH, minimum=_VALIDATION_MIN_VERSION):
+                    with self.lock:
+                        for tp, st in parts:
+                            if self.assignment.get(tp) is st and st.version == sent[tp][0]:
+                                st.awaiting_validation = False
+                    return
+                topics: dict[str, list[Any]] = collections.defaultdict(list)
+                for tp, (_version, _position, epoch, current) in sent.items():
+                    topics[tp.topic].append(Struct(partition=tp.partition, current_leader_epoch=current,
+                                                   leader_epoch=epoch))
+                body = Struct(replica_id=-1, topics=[Struct(topic=t, partitions=ps) for t, ps in topics.items()])
+                response = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body, version=conn.version(
+                    ApiKey.OFFSET_FOR_LEADER_EPOCH, minimum=_VALIDATION_MIN_VERSION))
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                log.debug("OffsetForLeaderEpoch to broker %d failed: %s", node, e)
+                need_metadata = True
+                with self.lock:
+                    for _tp, st in parts:
+                        st.retry_at = _monotonic() + self.retry_backoff.delay(0)
+                return
+            with self.lock:
+                for t in response.topics:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.topic, p.partition)
+                        now_st = self.assignment.get(tp)
+                        if (now_st is None or tp not in sent or not now_st.awaiting_validation
+                                or (now_st.version, now_st.position, now_st.leader_epoch,
+                                    now_st.current_leader_epoch) != sent[tp]):
+                            continue   # moved meanwhile: the next round validates what it is now
+                        code = p.error_code
+                        if code:
+                            if code in STALE_METADATA_ERRORS or for_code(code).retriable:
+                                need_metadata = True
+                                now_st.retry_at = _monotonic() + self.retry_backoff.delay(0)
+                            else:
+                                now_st.error = for_code(code, f"validating the position of {tp.topic}-"
+                                                              f"{tp.partition}")
+                            continue
+                        self._complete_validation(tp, now_st, p.leader_epoch, p.end_offset)
+        except asyncio.CancelledError:
+            raise
+        except ClientClosedError:
+            return
+        except Exception as e:
+            log.exception("position validation failed")
+            with self.lock:
+                for tp, st in parts:
+                    if st.version == sent[tp][0]:
+                        st.error = e if isinstance(e, KafkaError) else KafkaError(f"position validation failed: {e}")
+        finally:
+            for _tp, st in parts:
+                st.in_flight = False
+            if need_metadata:
+                self.cluster.request_update()
+            self._notify_data()
+            self._fetch_wakeup.set()
+
+    def _complete_validation(self, tp: TopicPartition, st: PartitionState, end_epoch: int, end_offset: int) -> None:
+        # Lock held. The leader's log ends the position's epoch at ``end_offset`` (in ``end_epoch``).
+        position = st.position
+        assert position is not None
+        if end_offset < 0 or end_epoch < 0:   # the leader knows no epoch at or before the position's
+            if self.auto_offset_reset != "none":
+                log.info("truncation detected for %s-%d at offset %d: resetting to %s", tp.topic, tp.partition,
+                         position, self.auto_offset_reset)
+                st.reset = self.auto_offset_reset
+                st.version += 1
+                st.awaiting_validation = False
+                self._drop_ready(lambda cf: cf.tp == tp)
+            else:
+                st.error = LogTruncationError(
+                    f"truncation detected for {tp.topic}-{tp.partition} at offset {position} (epoch "
+                    f"{st.leader_epoch}) and auto.offset.reset=none", {tp: position}, {})
+        elif end_offset < position:
+            if self.auto_offset_reset != "none":
+                log.info("truncation detected for %s-%d at offset %d (epoch %d): resuming at the first offset "
+                         "known to diverge, %d (epoch %d)", tp.topic, tp.partition, position, st.leader_epoch,
+                         end_offset, end_epoch)
+                current = st.current_leader_epoch
+                self._set_position(tp, st, end_offset, end_epoch)
+                st.current_leader_epoch = current   # validated: Kafka's seekValidated
+            else:
+                st.error = LogTruncationError(
+                    f"truncation detected for {tp.topic}-{tp.partition} at offset {position} (epoch "
+                    f"{st.leader_epoch}): the leader's log diverges from offset {end_offset} (epoch {end_epoch}) "
+                    f"and auto.offset.reset=none", {tp: position},
+                    {tp: OffsetAndMetadata(end_offset, "", end_epoch)})
+        else:
+            st.awaiting_validation = False
 
     async def _fetch(self, node: int, parts: list[tuple[TopicPartition, PartitionState]]) -> None:
         cfg = self.config
@@ -571,14 +721,18 @@ class ConsumerCore:
                 conn = await self.cluster.connection(node)
                 version = conn.version(ApiKey.FETCH, minimum=4)
                 positions = {tp: st.fetch_offset for tp, st in parts}
+                # KIP-320: a leader whose epoch is older than this answers FENCED_LEADER_EPOCH, a newer one
+                # UNKNOWN_LEADER_EPOCH (both: refresh the metadata and fetch again)
+                leader_epochs = {tp: st.current_leader_epoch for tp, st in parts}
                 if version >= FETCH_SESSION_VERSION:   # KIP-227: name only what changed since the last fetch
-                    request = session.build({tp: (offset, partition_max_bytes) for tp, offset in positions.items()})
+                    request = session.build({tp: (offset, partition_max_bytes, leader_epochs[tp])
+                                             for tp, offset in positions.items()})
                     named: Iterable[Any] = request.to_send
                 else:
                     named = positions
                 topics: dict[str, list[Any]] = collections.defaultdict(list)
                 for tp in named:
-                    topics[tp.topic].append(Struct(partition=tp.partition, current_leader_epoch=-1,
+                    topics[tp.topic].append(Struct(partition=tp.partition, current_leader_epoch=leader_epochs[tp],
                                                    fetch_offset=positions[tp], last_fetched_epoch=-1,
                                                    log_start_offset=-1, partition_max_bytes=partition_max_bytes))
                 forgotten: dict[str, list[int]] = collections.defaultdict(list)
@@ -828,6 +982,8 @@ class ConsumerCore:
                     table = _records_to_arrow(rest)
                     cf.index += len(rest)
                     new_position = rest[-1].offset + 1 if rest else position
+                    if rest:
+                        st.leader_epoch = rest[-1].leader_epoch
                     if cf.index >= len(cf.records):  # type: ignore[arg-type]
                         self._delivered(cf, st, new_position)
                         woke = True
@@ -846,6 +1002,9 @@ class ConsumerCore:
                     else:
                         self._delivered(cf, st, position)
                         woke = True
+                    if table.num_rows:
+                        # the position carries the epoch of the last delivered record (committed with it)
+                        st.leader_epoch = _batch_leader_epoch(cf.data, int(table.column(0)[-1].as_py()))
             if table.num_rows:
                 pieces.append(_with_partition_columns(table, cf.tp))
                 rows += table.num_rows

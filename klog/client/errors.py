@@ -8,6 +8,8 @@ classes below; they still derive from :class:`KafkaError` so ``except KafkaError
 
 from __future__ import annotations
 
+from typing import Any
+
 from klog.protocol.errors import (  # noqa: F401  (re-exported)
     ErrorCode,
     KafkaError,
@@ -30,6 +32,7 @@ __all__ = [
     "RecordTooLargeError",
     "UnsupportedFeatureError",
     "CommitFailedError",
+    "LogTruncationError",
     "TransactionError",
     "TransactionAbortableError",
     "TransactionFatalError",
@@ -103,6 +106,21 @@ class CommitFailedError(KafkaError):
 
     code = ErrorCode.ILLEGAL_GENERATION
     name = "ILLEGAL_GENERATION"
+
+
+class LogTruncationError(KafkaError):
+    """The consumer's position is past the end of its leader epoch on the partition's leader (the log was truncated
+    after an unclean election) and ``auto.offset.reset`` is none (Kafka's ``LogTruncationException``): seek to
+    resume. ``divergent_offsets``: partition -> the first offset known to diverge with its epoch (absent when the
+    leader knows no epoch at or before the position's); ``fetch_offsets``: partition -> the position."""
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+    name = "OFFSET_OUT_OF_RANGE"
+
+    def __init__(self, message: str, fetch_offsets: dict[Any, int], divergent_offsets: dict[Any, Any]) -> None:
+        super().__init__(message)
+        self.fetch_offsets = fetch_offsets
+        self.divergent_offsets = divergent_offsets
 
 
 class TransactionError(KafkaError):
