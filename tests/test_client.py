@@ -1052,18 +1052,23 @@ def test_consumer_group_protocol_assigns_and_rebalances_between_members(bootstra
         assert sum(o.offset for o in committed.values() if o is not None) == 40
 
 
-def test_consumer_group_protocol_hands_a_revoked_partition_over_only_after_on_revoke_committed(
-        bootstrap: str, admin: klog.AdminClient) -> None:
-    # The member tells the coordinator it gave a partition up only once its revocation commit and on_revoke ran
-    # (as Java's member): else the new owner starts from the commit before it and reads those records again.
+def _kip848_group_over_twenty_records(bootstrap: str, admin: klog.AdminClient) -> tuple[str, dict[str, Any]]:
+    """A 2-partition topic holding 10 records in each partition, and the consumer settings of a new KIP-848 group
+    (manual commits, from the earliest offset)."""
     topic = make_topic(admin, 2)
-    group = f"g848-{uuid.uuid4().hex[:8]}"
     with klog.Producer(bootstrap) as p:
         for i in range(20):
             p.send(topic, b"%d" % i, partition=i % 2)
         p.flush()
-    common = dict(bootstrap_servers=bootstrap, group_id=group, group_protocol="consumer",
-                  auto_offset_reset="earliest", enable_auto_commit=False)
+    return topic, dict(bootstrap_servers=bootstrap, group_id=f"g848-{uuid.uuid4().hex[:8]}",
+                       group_protocol="consumer", auto_offset_reset="earliest", enable_auto_commit=False)
+
+
+def test_consumer_group_protocol_hands_a_revoked_partition_over_only_after_on_revoke_committed(
+        bootstrap: str, admin: klog.AdminClient) -> None:
+    # The member tells the coordinator it gave a partition up only once its revocation commit and on_revoke ran
+    # (as Java's member): else the new owner starts from the commit before it and reads those records again.
+    topic, common = _kip848_group_over_twenty_records(bootstrap, admin)
     events: list[str] = []
     committed: dict[TopicPartition, int] = {}
     c2_assigned = threading.Event()
@@ -1224,14 +1229,7 @@ def test_consumer_group_protocol_commit_retried_across_a_rebalance_is_refused_no
             klog.Broker(data_dir=str(tmp_path), port=broker_port, config=config):
         bootstrap = f"127.0.0.1:{proxy_port}"
         with klog.AdminClient(bootstrap) as admin:
-            topic = make_topic(admin, 2)
-            group = f"g848-{uuid.uuid4().hex[:8]}"
-            with klog.Producer(bootstrap) as p:
-                for i in range(20):
-                    p.send(topic, b"%d" % i, partition=i % 2)
-                p.flush()
-            common = dict(bootstrap_servers=bootstrap, group_id=group, group_protocol="consumer",
-                          auto_offset_reset="earliest", enable_auto_commit=False)
+            topic, common = _kip848_group_over_twenty_records(bootstrap, admin)
             c2_assigned = threading.Event()
             stop = threading.Event()
 
@@ -1261,4 +1259,4 @@ def test_consumer_group_protocol_commit_retried_across_a_rebalance_is_refused_no
                 finally:
                     stop.set()
                     t.join(timeout=DEADLINE_S)
-            assert admin.list_group_offsets(group) == {}
+            assert admin.list_group_offsets(common["group_id"]) == {}

@@ -664,11 +664,8 @@ class ConsumerCore:
         except ClientClosedError:
             return
         except Exception as e:
-            log.exception("position validation failed")
-            with self.lock:
-                for tp, st in parts:
-                    if st.version == sent[tp][0]:
-                        st.error = e if isinstance(e, KafkaError) else KafkaError(f"position validation failed: {e}")
+            self._fail_unchanged(parts, {tp: version for tp, (version, *_) in sent.items()}, e,
+                                 "position validation failed")
         finally:
             for _tp, st in parts:
                 st.in_flight = False
@@ -772,17 +769,23 @@ class ConsumerCore:
         except ClientClosedError:
             return
         except Exception as e:
-            log.exception("fetch response handling failed")
-            with self.lock:
-                for tp, st in parts:
-                    if st.version == versions[tp]:
-                        st.error = e if isinstance(e, KafkaError) else KafkaError(f"fetch failed: {e}")
+            self._fail_unchanged(parts, versions, e, "fetch failed")
             self._notify_data()
         finally:
             for _tp, st in parts:
                 st.in_flight = False
             self._fetching_nodes.discard(node)
             self._fetch_wakeup.set()
+
+    def _fail_unchanged(self, parts: list[tuple[TopicPartition, PartitionState]], versions: dict[TopicPartition, int],
+                        e: Exception, what: str) -> None:
+        """A request of ``parts`` failed with ``e``: each partition whose state did not change since (its
+        ``versions`` entry) is told so at the next poll."""
+        log.exception(what)
+        with self.lock:
+            for tp, st in parts:
+                if st.version == versions[tp]:
+                    st.error = e if isinstance(e, KafkaError) else KafkaError(f"{what}: {e}")
 
     def _handle_fetch_response(self, response: Any, versions: dict[TopicPartition, int]) -> None:
         added = False
