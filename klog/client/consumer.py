@@ -544,11 +544,10 @@ class ConsumerCore:
         while not self._closed:
             self._fetch_wakeup.clear()
             try:
-                self._send_fetches()
+                next_retry = self._send_fetches()
             except Exception:  # pragma: no cover - a bug; keep fetching
                 log.exception("fetcher error")
-            next_retry = min((st.retry_at for st in self.assignment.values() if st.retry_at > _monotonic()),
-                             default=None)
+                next_retry = _monotonic() + self.retry_backoff.delay(0)
             if next_retry is None:
                 await self._fetch_wakeup.wait()
             else:
@@ -557,20 +556,28 @@ class ConsumerCore:
                 except asyncio.TimeoutError:
                     pass
 
-    def _send_fetches(self) -> None:
+    def _send_fetches(self) -> float | None:
+        """Send a Fetch to each leader (and OffsetForLeaderEpoch where positions wait for validation); returns
+        the earliest end of a backoff that held a partition back (None: none), judged by the same clock reading
+        as the skip itself: a backoff ending between two readings would otherwise wake nobody."""
         if self.buffered >= self.fetch_buffer_bytes:
             self._fetch_throttled = True
-            return
+            return None   # a drain wakes the fetcher
         self._fetch_throttled = False
         md = self.cluster.metadata
         now = _monotonic()
         by_node: dict[int, list[tuple[TopicPartition, PartitionState]]] = collections.defaultdict(list)
         to_validate: dict[int, list[tuple[TopicPartition, PartitionState]]] = collections.defaultdict(list)
         need_metadata = False
+        next_retry: float | None = None
         with self.lock:
             buffered_tps = collections.Counter(cf.tp for cf in self.ready)
             for tp, st in self.assignment.items():
-                if st.in_flight or st.retry_at > now:
+                if st.in_flight:
+                    continue
+                if st.retry_at > now:
+                    if next_retry is None or st.retry_at < next_retry:
+                        next_retry = st.retry_at
                     continue
                 if st.position is None or st.paused or st.error is not None or st.reset is not None:
                     continue
@@ -599,6 +606,7 @@ class ConsumerCore:
             for _tp, st in parts:
                 st.in_flight = True
             self.loop.create_task(self._validate_positions(node, parts))
+        return next_retry
 
     @staticmethod
     def _note_leader_epoch(st: PartitionState, leader_epoch: int) -> None:
@@ -865,7 +873,12 @@ class ConsumerCore:
                     err, st.error = st.error, None
                     if isinstance(err, KafkaError) and err.code == _OFFSET_OUT_OF_RANGE:
                         st.error = err  # stays until the user seeks
-                    raise err
+                    break
+            else:
+                return
+        if st.error is None:
+            self.wake_fetcher_threadsafe()   # reported once: the partition fetches again
+        raise err
 
     def _take(self) -> _CompletedFetch | None:
         """Pop the next usable completed fetch (lock held); stale ones are dropped."""
