@@ -37,6 +37,7 @@ from klog.client.errors import (
 from klog.partitioner import partition_for_key
 from klog.records import decode_batches
 from klog.testing.process import BrokerProcess
+from klog.testing.wire import read_frame
 
 DEADLINE_S = 30.0
 
@@ -252,6 +253,15 @@ def test_retries_after_dropped_connections_never_duplicate(bootstrap: str, topic
     assert [r.value for r in got] == [b"%08d" % i for i in range(n)]
 
 
+def _proxied_frame(sock: socket.socket) -> bytes | None:
+    """The next whole frame from ``sock``, size prefix included (what a proxy forwards); None once it closed."""
+    try:
+        body = read_frame(sock)
+    except ConnectionError:
+        return None
+    return struct.pack(">i", len(body)) + body
+
+
 class ProduceAnswerDropper:
     """A TCP proxy in front of one broker. While ``drop_answers_to`` is set, it forwards each Produce request whose
     bytes hold it, waits for the broker's answer (so the batch is appended for sure), drops that answer and closes
@@ -285,20 +295,9 @@ class ProduceAnswerDropper:
             self._spawn(self._pump, client, upstream, produce_answer, True)
             self._spawn(self._pump, upstream, client, produce_answer, False)
 
-    @staticmethod
-    def _read_frame(src: socket.socket) -> bytes | None:
-        frame = b""
-        while len(frame) < 4 or len(frame) < 4 + struct.unpack(">i", frame[:4])[0]:
-            want = 4 - len(frame) if len(frame) < 4 else 4 + struct.unpack(">i", frame[:4])[0] - len(frame)
-            chunk = src.recv(want)
-            if not chunk:
-                return None
-            frame += chunk
-        return frame
-
     def _pump(self, src: socket.socket, dst: socket.socket, produce_answer: dict[str, int], requests: bool) -> None:
         try:
-            while (frame := self._read_frame(src)) is not None:
+            while (frame := _proxied_frame(src)) is not None:
                 marker = self.drop_answers_to
                 if requests and marker is not None and struct.unpack(">h", frame[4:6])[0] == 0 and marker in frame:
                     produce_answer["correlation_id"] = struct.unpack(">i", frame[8:12])[0]
@@ -1152,21 +1151,6 @@ class CommitHoldingProxy:
         for t in self._threads:
             t.join(timeout=10)
 
-    @staticmethod
-    def _frame(s: socket.socket) -> bytes | None:
-        def exactly(n: int) -> bytes | None:
-            buf = b""
-            while len(buf) < n:
-                chunk = s.recv(n - len(buf))
-                if not chunk:
-                    return None
-                buf += chunk
-            return buf
-
-        size = exactly(4)
-        body = exactly(struct.unpack(">i", size)[0]) if size is not None else None
-        return None if body is None else size + body
-
     def _accept(self) -> None:
         while True:
             try:
@@ -1185,7 +1169,7 @@ class CommitHoldingProxy:
         from klog import protocol as P
 
         try:
-            while (frame := self._frame(client)) is not None:
+            while (frame := _proxied_frame(client)) is not None:
                 header, offset = P.decode_request_header(frame[4:])
                 if header.api_key == P.ApiKey.OFFSET_COMMIT and self.holding.is_set():
                     request = P.decode_request(header, frame[4:], offset)
@@ -1206,7 +1190,7 @@ class CommitHoldingProxy:
     def _answers(self, client: socket.socket, broker: socket.socket, answers: queue.Queue[bytes | None]) -> None:
         try:
             while (answer := answers.get()) != b"":
-                answer = answer if answer is not None else self._frame(broker)
+                answer = answer if answer is not None else _proxied_frame(broker)
                 if answer is None:
                     break
                 client.sendall(answer)
