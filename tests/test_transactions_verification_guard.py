@@ -41,12 +41,8 @@ def test_a_batch_verified_before_its_producers_abort_marker_landed_is_refused_an
     with klog.Broker(config=CONFIG) as broker, WireClient(broker.host, broker.port) as client, \
             WireClient(broker.host, broker.port) as producer_conn:
         server = broker._require()
-        topic = new_topic(client)
         tid = "guarded"
-        initiated: Any = init(client, tid)
-        assert initiated.error_code == E.NONE
-        pid, epoch = initiated.producer_id, initiated.producer_epoch
-        assert add(client, tid, pid, epoch, topic, [0]) == {0: E.NONE}
+        topic, pid, epoch = transaction_on_a_new_topic(client, tid)
 
         produced = aborted_while_verifying(server, client, tid, pid, epoch, topic, 0, lambda: produce_txn(
             producer_conn, tid, topic, pid, epoch, 0, [b"late"]))
@@ -119,12 +115,8 @@ def test_concurrent_verifications_of_a_partition_append_in_sequence_order_and_sh
     with klog.Broker(config=CONFIG) as broker, WireClient(broker.host, broker.port) as client, \
             WireClient(broker.host, broker.port) as first_conn, WireClient(broker.host, broker.port) as second_conn:
         server = broker._require()
-        topic = new_topic(client)
         tid = "shared-guard"
-        initiated: Any = init(client, tid)
-        assert initiated.error_code == E.NONE
-        pid, epoch = initiated.producer_id, initiated.producer_epoch
-        assert add(client, tid, pid, epoch, topic, [0]) == {0: E.NONE}
+        topic, pid, epoch = transaction_on_a_new_topic(client, tid)
         with verifications_held_back(server) as held:
             first = Answer(lambda: produce_txn(first_conn, tid, topic, pid, epoch, 0, [b"first"]))
             held.until_waiting(1)
@@ -144,6 +136,16 @@ def test_concurrent_verifications_of_a_partition_append_in_sequence_order_and_sh
         listed = client.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 1, "topics": [
             {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
         assert listed.topics[0].partitions[0].offset == 3
+
+
+def transaction_on_a_new_topic(client: WireClient, tid: str) -> tuple[str, int, int]:
+    """A new topic and a transaction of ``tid`` (protocol 1) with its partition 0 added: (topic, producer id, epoch)."""
+    topic = new_topic(client)
+    initiated: Any = init(client, tid)
+    assert initiated.error_code == E.NONE
+    pid, epoch = initiated.producer_id, initiated.producer_epoch
+    assert add(client, tid, pid, epoch, topic, [0]) == {0: E.NONE}
+    return topic, pid, epoch
 
 
 class Answer:

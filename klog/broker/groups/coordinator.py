@@ -326,7 +326,7 @@ class GroupCoordinator:
             response = join_error(unavailable, request.member_id)
         else:
             existing = self.groups.get(request.group_id)
-            converted = ErrorCode.NONE
+            converted: int = ErrorCode.NONE
             if isinstance(existing, (ConsumerGroup, self._streams_group)) and existing.is_empty() \
                     and request.member_id == "":
                 # Kafka converts an empty consumer-protocol or streams group when a classic member joins.
