@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from klog.broker.groups import GroupCoordinator
@@ -27,7 +28,7 @@ from test_groups_replicated_writes import ReplicatedContext, _commit, _committed
 
 SESSION = 10000
 SHARE_HEARTBEAT = 76
-LIST_GROUPS, DESCRIBE_GROUPS, COMMIT = 16, 15, 8
+LIST_GROUPS, DESCRIBE_GROUPS, COMMIT, CONSUMER_DESCRIBE = 16, 15, 8, 69
 
 
 async def _coordinator(topics: dict[str, int] | None = None, **config: Any
@@ -361,6 +362,59 @@ async def test_a_streams_session_timeout_fencing_whose_write_is_refused_keeps_th
     clock.now += FENCE_RETRY_BACKOFF_MS
     coord.timer.poll()
     assert not group.members
+    await coord.stop()
+
+
+
+REFUSALS = ((E.NOT_ENOUGH_REPLICAS, E.COORDINATOR_NOT_AVAILABLE), (E.NOT_LEADER_OR_FOLLOWER, E.NOT_COORDINATOR))
+
+
+async def _refused_classic_joins(coord: GroupCoordinator, ctx: ReplicatedContext, group_id: str,
+                                 described: Callable[[], Awaitable[Any]]) -> None:
+    """A classic member's JoinGroup to the empty modern group ``group_id`` is refused (each refusal answered as
+    Kafka maps it) and leaves the group as it was (ListGroups, ``described``); once writes pass, a join converts it."""
+    group, listed, before = coord.groups[group_id], await _listed(coord), await described()
+    joiner = ClassicMember(coord, "c")
+    fields = {**joiner.join_fields(), "group_id": group_id}
+    for refusal, answered in REFUSALS:
+        ctx.refuse = refusal
+        r = await joiner.client.call(JOIN, 9, **fields)   # before: AppendRefused escaped the JoinGroup handler
+        assert (r.error_code, r.member_id) == (answered, ""), refusal
+        assert coord.groups[group_id] is group and await _listed(coord) == listed and await described() == before
+    ctx.refuse = None
+    assert (await joiner.client.call(JOIN, 9, **fields)).error_code == E.MEMBER_ID_REQUIRED
+    assert [g[:2] for g in await _listed(coord)] == [(group_id, "classic")]
+
+
+async def test_a_classic_join_converting_an_empty_consumer_group_whose_write_is_refused_leaves_it_as_it_was() -> None:
+    coord, ctx, _ = await _coordinator()
+    a = Member(coord, "a")
+    for _ in range(2):
+        assert (await a.heartbeat()).error_code == E.NONE
+    assert (await a.heartbeat(member_epoch=-1)).error_code == E.NONE   # a leaves: an empty consumer group
+    assert await _listed(coord) == [("g", "consumer", "Empty", "consumer")]
+
+    async def described() -> Any:
+        d = (await Client(coord).call(CONSUMER_DESCRIBE, 0, group_ids=["g"],
+                                      include_authorized_operations=False)).groups[0]
+        return d.error_code, d.group_state, d.group_epoch, d.assignment_epoch, d.members
+
+    await _refused_classic_joins(coord, ctx, "g", described)
+    await coord.stop()
+
+
+async def test_a_classic_join_converting_an_empty_streams_group_whose_write_is_refused_leaves_it_as_it_was() -> None:
+    coord, ctx, _ = await _streams()
+    b = S.Member(coord, "b", "p2")
+    await b.heartbeat()
+    assert (await b.client.call(S.SGH, 0, **S.beat("b", -1))).error_code == E.NONE   # b leaves: an empty group
+    assert await _listed(coord) == [(S.APP, "streams", "Empty", "streams")]
+
+    async def described() -> Any:
+        d = (await Client(coord).call(S.SGD, 0, group_ids=[S.APP], include_authorized_operations=False)).groups[0]
+        return d.error_code, d.group_state, d.group_epoch, d.assignment_epoch, d.members
+
+    await _refused_classic_joins(coord, ctx, S.APP, described)
     await coord.stop()
 
 

@@ -88,6 +88,8 @@ def transaction_check(state: BrokerState) -> Callable[[str, int, str, int, int, 
             return state.transactions.added_now(transactional_id, producer_id, epoch, topic, partition)
         if not config["transaction.partition.verification.enable"]:
             return True
+        if producers.verifying(topic, partition, producer_id):
+            return False   # another request of the producer is verifying it: the Python path orders the two
         return state.transactions.verified_now(transactional_id, producer_id, epoch, topic, partition)
 
     return in_transaction

@@ -94,6 +94,32 @@ class PartitionTxns:
         return not self.ongoing and not self.completed and not self.aborted
 
 
+class VerificationGuard:
+    """A producer's verification of a partition (Kafka's VerificationStateEntry): shared by its requests asking
+    the transaction coordinator at once; ``lowest_sequence``: the lowest first sequence of their batches at
+    ``epoch`` (None: batches without sequences, a TxnOffsetCommit's)."""
+
+    __slots__ = ("epoch", "lowest_sequence", "holders")
+
+    def __init__(self, epoch: int, sequence: int | None) -> None:
+        self.epoch = epoch
+        self.lowest_sequence = sequence
+        #: the requests holding it
+        self.holders = 0
+
+    def saw(self, epoch: int, sequence: int | None) -> None:
+        """Another request's batch (Kafka's maybeUpdateLowestSequenceAndEpoch)."""
+        if epoch > self.epoch:
+            self.epoch, self.lowest_sequence = epoch, sequence
+        elif epoch == self.epoch and sequence is not None:
+            self.lowest_sequence = sequence if self.lowest_sequence is None else min(self.lowest_sequence, sequence)
+
+    def out_of_order(self, sequence: int) -> bool:
+        """Whether a batch starting at ``sequence`` would go ahead of a lower sequence still being verified (Kafka's
+        ProducerAppendInfo.checkSequence refuses it with OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+        return self.lowest_sequence is not None and sequence > self.lowest_sequence
+
+
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
     """A zigzag varint at ``pos``: (value, position after it)."""
     shift = result = 0
@@ -148,7 +174,7 @@ class ProducerStateManager:
         #: (topic, partition, producer id) -> the verification its transaction coordinator is asked for (Kafka's
         #: VerificationGuard): a marker of the producer on the partition ends it, so a batch verified before that
         #: marker does not open a transaction after it (which no marker would ever close)
-        self._verifying: dict[tuple[str, int, int], object] = {}
+        self._verifying: dict[tuple[str, int, int], VerificationGuard] = {}
         #: called with (topic, partition, first offset) when a producer's transaction starts on a partition (the
         #: broker keeps the log cleaner below it at once)
         self.on_txn_started = on_txn_started
@@ -222,6 +248,9 @@ class ProducerStateManager:
     def txn_appended(self, topic: str, partition: int, producer_id: int, base_offset: int) -> None:
         """A transactional batch of the producer was appended at ``base_offset`` (and recorded in the table: the
         native paths record theirs there themselves): it opens the producer's transaction on the partition."""
+        # the verification is over: from here the open transaction admits the producer's batches (Kafka
+        # clears the producer's VerificationStateEntry at any transactional append)
+        self._verifying.pop((topic, partition, producer_id), None)
         txns = self._txns.get((topic, partition))
         if txns is None:
             txns = self._txns[(topic, partition)] = PartitionTxns()
@@ -245,20 +274,37 @@ class ProducerStateManager:
             return NONE
         return VERDICT_CODES[table.check_marker(producer_id, epoch, coordinator_epoch, transaction_version)]
 
-    def start_verification(self, topic: str, partition: int, producer_id: int) -> object:
-        """Before asking the producer's coordinator whether the partition is in its transaction: the token
-        :meth:`verification_holds` checks after the answer (one per partition and producer: concurrent requests
-        share it, as Kafka's guard)."""
-        return self._verifying.setdefault((topic, partition, producer_id), object())
+    def start_verification(self, topic: str, partition: int, producer_id: int, epoch: int = -1,
+                           sequence: int | None = None) -> VerificationGuard:
+        """Before asking the producer's coordinator whether the partition is in its transaction: the guard
+        :meth:`verification_holds` checks after the answer. One per partition and producer (Kafka's
+        VerificationStateEntry): concurrent requests share it, and it keeps the lowest first ``sequence`` of their
+        batches at ``epoch`` (a later batch is not appended ahead of it). It ends when a transactional batch or
+        marker of the producer is appended to the partition, or when no request holds it any more; a request
+        whose batch is refused does not end it for the others."""
+        guard = self._verifying.get((topic, partition, producer_id))
+        if guard is None:
+            guard = self._verifying[(topic, partition, producer_id)] = VerificationGuard(epoch, sequence)
+        else:
+            guard.saw(epoch, sequence)
+        guard.holders += 1
+        return guard
 
     def verification_holds(self, topic: str, partition: int, producer_id: int, token: object) -> bool:
-        """Whether no marker of the producer landed on the partition since ``token`` was started."""
+        """Whether no transactional batch or marker of the producer landed on the partition since ``token``
+        was started."""
         return self._verifying.get((topic, partition, producer_id)) is token
 
-    def end_verification(self, topic: str, partition: int, producer_id: int, token: object) -> None:
-        """The verification ``token`` is over (its batch appended, or refused): forgotten if still current."""
+    def verifying(self, topic: str, partition: int, producer_id: int) -> bool:
+        """Whether a request of the producer is verifying the partition (its guard is current)."""
+        return (topic, partition, producer_id) in self._verifying
+
+    def end_verification(self, topic: str, partition: int, producer_id: int, token: VerificationGuard) -> None:
+        """A request holding ``token`` is done with it (its batch appended, or refused): forgotten once no
+        request holds it (a marker or an append may have ended it already)."""
+        token.holders -= 1
         key = (topic, partition, producer_id)
-        if self._verifying.get(key) is token:
+        if token.holders <= 0 and self._verifying.get(key) is token:
             del self._verifying[key]
 
     def in_transaction(self, topic: str, partition: int, producer_id: int, epoch: int) -> bool:

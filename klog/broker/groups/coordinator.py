@@ -326,12 +326,15 @@ class GroupCoordinator:
             response = join_error(unavailable, request.member_id)
         else:
             existing = self.groups.get(request.group_id)
+            converted: int = ErrorCode.NONE
             if isinstance(existing, (ConsumerGroup, self._streams_group)) and existing.is_empty() \
                     and request.member_id == "":
                 # Kafka converts an empty consumer-protocol or streams group when a classic member joins.
-                self._delete_group_records(existing)
+                converted = self._convert_to_classic(existing)
                 existing = None
-            if isinstance(existing, ConsumerGroup):
+            if converted != ErrorCode.NONE:
+                response = join_error(converted, request.member_id)
+            elif isinstance(existing, ConsumerGroup):
                 response = self.classic_members.join(existing, request, v, header.client_id or "", client_host)
             elif existing is not None and not isinstance(existing, ClassicGroup):
                 response = join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
@@ -894,10 +897,18 @@ class GroupCoordinator:
             return [R.group_metadata_tombstone(group.group_id)]
         return group.tombstones()
 
-    def _delete_group_records(self, group: Any) -> None:
-        """Writes the group's tombstones (offsets stay) and forgets it."""
-        self._write(group.group_id, self._group_tombstones(group))
+    def _convert_to_classic(self, group: Any) -> int:
+        """An empty consumer or streams group a classic member joins goes (its tombstones written, its offsets
+        kept): NONE, or the error a refused write is answered with (Kafka's mapping of a failed group write:
+        COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR), the group then left as it was (Kafka reverts the conversion
+        with its failed write)."""
+        try:
+            self._write(group.group_id, self._group_tombstones(group))
+        except Exception as exc:  # noqa: BLE001 - a failed append is answered with an error code
+            log.warning("group %s: converting the empty group to a classic group failed: %s", group.group_id, exc)
+            return storage_error_code(exc)
         self._forget_group(group)
+        return ErrorCode.NONE
 
     def _forget_group(self, group: Any) -> None:
         group_id = group.group_id

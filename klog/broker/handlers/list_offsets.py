@@ -129,10 +129,15 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Lis
     # before v5 clients do not know OFFSET_NOT_AVAILABLE (Kafka answers them LEADER_NOT_AVAILABLE)
     not_available = errors.OFFSET_NOT_AVAILABLE if version >= 5 else errors.LEADER_NOT_AVAILABLE
     with_epoch = version >= 4
+    # one answer per topic, a topic named in several entries answered in its first (Kafka answers by partition,
+    # grouped by topic)
+    by_name: dict[str, list[ListOffsetsResponsePartitionResponse]] = {}
     for topic_request in request.topics:
         name = topic_request.name
-        partitions: list[ListOffsetsResponsePartitionResponse] = []
-        topics.append({"name": name, "partitions": partitions})
+        partitions = by_name.get(name)
+        if partitions is None:
+            partitions = by_name[name] = []
+            topics.append({"name": name, "partitions": partitions})
         if access is not None and not authz.allowed(broker, ctx, _DESCRIBE, _TOPIC, name):
             partitions.extend({"partition_index": p.partition_index, "error_code": errors.TOPIC_AUTHORIZATION_FAILED}
                               for p in topic_request.partitions)

@@ -338,8 +338,9 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
         # verified for the transaction it ended. Under protocol 2 every end bumps the epoch (the batch is then
         # fenced), and the coordinator's add may wait for the previous transaction's markers, which land on the
         # partition during the wait: a guard would refuse the new transaction's first batch.
-        guards = {(name, index): producers.start_verification(name, index, first.producer_id)
-                  for _, _, name, index, _ in unverified} if operation != ADD_PARTITION else {}
+        guards = {(name, index): producers.start_verification(name, index, verdict.producer_id,
+                                                              verdict.producer_epoch, verdict.base_sequence)
+                  for _, _, name, index, verdict in unverified} if operation != ADD_PARTITION else {}
         codes = await broker.transactions.add_or_verify(request.transactional_id or "", first.producer_id,
                                                         first.producer_epoch,
                                                         [(name, index) for _, _, name, index, _ in unverified],
@@ -348,13 +349,21 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
             code = codes.get((name, index), errors.UNKNOWN_SERVER_ERROR)
             why = _VERIFICATION_MESSAGES.get(code)
             guard = guards.get((name, index))
-            if not code and guard is not None \
-                    and not producers.verification_holds(name, index, verdict.producer_id, guard) \
-                    and not producers.in_transaction(name, index, verdict.producer_id, verdict.producer_epoch):
+            if code or guard is None:
+                pass
+            elif producers.verification_holds(name, index, verdict.producer_id, guard):
+                if guard.out_of_order(verdict.base_sequence):
+                    # a batch of a lower sequence of the producer is being verified by another request: this one
+                    # must not open the transaction ahead of it (Kafka: the verification entry's lowest sequence)
+                    code, why = errors.OUT_OF_ORDER_SEQUENCE_NUMBER, (
+                        f"Out of order sequence number for producer {verdict.producer_id} in partition "
+                        f"{name}-{index}: {verdict.base_sequence} (incoming seq. number), "
+                        f"{guard.lowest_sequence} (earliest seen sequence)")
+            elif not producers.in_transaction(name, index, verdict.producer_id, verdict.producer_epoch):
                 # a marker of the producer landed while its coordinator answered (the transaction it verified
                 # ended): appended now, the batch would open a transaction no marker closes (Kafka's
                 # VerificationGuard refuses it so). (Another request's batch of the same verification may have
-                # opened the transaction since, and ended the guard: then it is still open.)
+                # opened the transaction since, which ended the guard: then it is still open.)
                 code, why = errors.INVALID_TXN_STATE, "Record was not part of an ongoing transaction"
             if code:
                 partition_responses[slot] = _partition_error(index, code, why)

@@ -29,6 +29,7 @@ from klog.protocol.errors import KafkaError
 from klog.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, encode_control_batch
 
 if TYPE_CHECKING:
+    from klog.broker.producer_state import VerificationGuard
     from klog.broker.transactions import TransactionCoordinator
     from klog.protocol.message_types import (
         AddOffsetsToTxnRequest,
@@ -338,7 +339,7 @@ _OFFSET_WRITE_ERRORS: dict[int, int] = {
 
 
 async def _add_offsets_partition(broker: HandlerBroker, version: int, request: TxnOffsetCommitRequest
-                                 ) -> tuple[int, tuple[int, object] | None]:
+                                 ) -> tuple[int, tuple[int, VerificationGuard] | None]:
     """Before a TxnOffsetCommit writes to the group's ``__consumer_offsets`` partition: from v5 (transaction
     protocol v2, no AddOffsetsToTxn) the partition is added to the producer's transaction, before it verified
     (with ``transaction.partition.verification.enable``), as Kafka's coordinator runtime asks the transaction
