@@ -1276,6 +1276,77 @@ def test_fetcher_waiting_for_a_leader_is_woken_soon_after_a_failed_metadata_refr
             assert [r.value for r in wait_records(c, 1)] == [b"after"]
 
 
+class HeartbeatAckRefusingProxy(InterceptingProxy):
+    """Answers the first ``errors`` ConsumerGroupHeartbeats that acknowledge exactly one owned partition (a member
+    that gave one of its two up) with ``error_code`` itself; ``answered_at``: when it did."""
+
+    def __init__(self, port: int, broker_port: int, error_code: int, errors: int) -> None:
+        self.error_code = error_code
+        self.errors = errors
+        self.answered_at: list[float] = []
+        super().__init__(port, broker_port)
+
+    def intercept(self, header: Any, frame: bytes) -> bytes | None:
+        from klog import protocol as P
+
+        if header.api_key != P.ApiKey.CONSUMER_GROUP_HEARTBEAT or len(self.answered_at) >= self.errors:
+            return None
+        _header, offset = P.decode_request_header(frame[4:])
+        request = P.decode_request(header, frame[4:], offset)
+        if request.member_epoch <= 0 or request.topic_partitions is None or \
+                sum(len(t.partitions) for t in request.topic_partitions) != 1:
+            return None
+        self.answered_at.append(time.monotonic())
+        body = P.Struct(throttle_time_ms=0, error_code=self.error_code, error_message=None, member_id=None,
+                        member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+        return b"".join(bytes(c) for c in P.encode_response(header.api_key, header.api_version,
+                                                             header.correlation_id, body))
+
+
+@pytest.mark.parametrize("error", ["NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS"])
+def test_consumer_group_protocol_revocation_acknowledgement_refused_with_a_retriable_error_is_sent_again_after_backoff(
+        tmp_path: Any, error: str) -> None:
+    # c1 gives a partition up for c2; the coordinator answers its acknowledgement with a retriable error 5 times
+    # (moved, loading). c1 sends it again each time, after retry.backoff.ms growing to retry.backoff.max.ms (as
+    # Java's heartbeat manager): c2 gets the partition. An answered error is no acknowledgement, and no reason to
+    # hammer the coordinator either.
+    from klog.protocol.errors import ErrorCode
+    from klog.testing.ports import free_port
+
+    broker_port, proxy_port = free_port(), free_port()
+    config = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}",
+              "group.consumer.heartbeat.interval.ms": 1000, "group.consumer.min.heartbeat.interval.ms": 1000}
+    with HeartbeatAckRefusingProxy(proxy_port, broker_port, ErrorCode[error], 5) as proxy, \
+            klog.Broker(data_dir=str(tmp_path), port=broker_port, config=config):
+        bootstrap = f"127.0.0.1:{proxy_port}"
+        with klog.AdminClient(bootstrap) as admin:
+            topic, common = _kip848_group_over_twenty_records(bootstrap, admin)
+        # short fetch waits: an answer to a heartbeat, sent behind a fetch on one connection, waits for the fetch's
+        common["fetch_max_wait_ms"] = 20
+        c2_assigned = threading.Event()
+        stop = threading.Event()
+
+        def run_c2() -> None:
+            with klog.Consumer(topic, on_assign=lambda c, parts: parts and c2_assigned.set(), **common) as c2:
+                while not stop.is_set():
+                    c2.poll(timeout=0.2)
+
+        with klog.Consumer(topic, **common) as c1:
+            assert len(wait_records(c1, 20)) == 20
+            t = threading.Thread(target=run_c2)
+            t.start()
+            try:
+                deadline = time.monotonic() + DEADLINE_S
+                while time.monotonic() < deadline and not (c2_assigned.is_set() and len(c1.assignment()) == 1):
+                    c1.poll(timeout=0.2)
+                assert len(proxy.answered_at) == 5 and c2_assigned.is_set() and len(c1.assignment()) == 1
+            finally:
+                stop.set()
+                t.join(timeout=DEADLINE_S)
+        # the 4 backoffs between the refusals: at least 0.8 * (100 + 200 + 400 + 800) ms (the jitter's low end)
+        assert proxy.answered_at[-1] - proxy.answered_at[0] >= 1.2
+
+
 def test_consumer_group_protocol_commit_retried_across_a_rebalance_is_refused_not_written_with_the_new_epoch(
         tmp_path: Any) -> None:
     # A commit keeps the member epoch it was made with: retried after the member moved to a new epoch (here it gave
