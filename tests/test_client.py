@@ -1276,6 +1276,40 @@ def test_fetcher_waiting_for_a_leader_is_woken_soon_after_a_failed_metadata_refr
             assert [r.value for r in wait_records(c, 1)] == [b"after"]
 
 
+def _kip848_broker_behind(proxy_port: int, broker_port: int, tmp_path: Any) -> klog.Broker:
+    """A klog broker advertising the proxy's port (every connection goes through it), heartbeats every second."""
+    config = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}",
+              "group.consumer.heartbeat.interval.ms": 1000, "group.consumer.min.heartbeat.interval.ms": 1000}
+    return klog.Broker(data_dir=str(tmp_path), port=broker_port, config=config)
+
+
+@contextlib.contextmanager
+def _second_member(topic: str, common: dict[str, Any]) -> Iterator[threading.Event]:
+    """A second member of the group, polling in its own thread until the block ends; the event: it was given
+    partitions."""
+    assigned = threading.Event()
+    stop = threading.Event()
+
+    def run() -> None:
+        with klog.Consumer(topic, on_assign=lambda c, parts: parts and assigned.set(), **common) as c2:
+            while not stop.is_set():
+                c2.poll(timeout=0.2)
+
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        yield assigned
+    finally:
+        stop.set()
+        t.join(timeout=DEADLINE_S)
+
+
+def _poll_until_one_partition_handed_over(c1: klog.Consumer, c2_assigned: threading.Event) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline and not (c2_assigned.is_set() and len(c1.assignment()) == 1):
+        c1.poll(timeout=0.2)
+
+
 class HeartbeatAckRefusingProxy(InterceptingProxy):
     """Answers the first ``errors`` ConsumerGroupHeartbeats that acknowledge exactly one owned partition (a member
     that gave one of its two up) with ``error_code`` itself; ``answered_at``: when it did."""
@@ -1314,35 +1348,18 @@ def test_consumer_group_protocol_revocation_acknowledgement_refused_with_a_retri
     from klog.testing.ports import free_port
 
     broker_port, proxy_port = free_port(), free_port()
-    config = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}",
-              "group.consumer.heartbeat.interval.ms": 1000, "group.consumer.min.heartbeat.interval.ms": 1000}
     with HeartbeatAckRefusingProxy(proxy_port, broker_port, ErrorCode[error], 5) as proxy, \
-            klog.Broker(data_dir=str(tmp_path), port=broker_port, config=config):
+            _kip848_broker_behind(proxy_port, broker_port, tmp_path):
         bootstrap = f"127.0.0.1:{proxy_port}"
         with klog.AdminClient(bootstrap) as admin:
             topic, common = _kip848_group_over_twenty_records(bootstrap, admin)
         # short fetch waits: an answer to a heartbeat, sent behind a fetch on one connection, waits for the fetch's
         common["fetch_max_wait_ms"] = 20
-        c2_assigned = threading.Event()
-        stop = threading.Event()
-
-        def run_c2() -> None:
-            with klog.Consumer(topic, on_assign=lambda c, parts: parts and c2_assigned.set(), **common) as c2:
-                while not stop.is_set():
-                    c2.poll(timeout=0.2)
-
         with klog.Consumer(topic, **common) as c1:
             assert len(wait_records(c1, 20)) == 20
-            t = threading.Thread(target=run_c2)
-            t.start()
-            try:
-                deadline = time.monotonic() + DEADLINE_S
-                while time.monotonic() < deadline and not (c2_assigned.is_set() and len(c1.assignment()) == 1):
-                    c1.poll(timeout=0.2)
+            with _second_member(topic, common) as c2_assigned:
+                _poll_until_one_partition_handed_over(c1, c2_assigned)
                 assert len(proxy.answered_at) == 5 and c2_assigned.is_set() and len(c1.assignment()) == 1
-            finally:
-                stop.set()
-                t.join(timeout=DEADLINE_S)
         # the 4 backoffs between the refusals: at least 0.8 * (100 + 200 + 400 + 800) ms (the jitter's low end)
         assert proxy.answered_at[-1] - proxy.answered_at[0] >= 1.2
 
@@ -1354,21 +1371,10 @@ def test_consumer_group_protocol_commit_retried_across_a_rebalance_is_refused_no
     from klog.testing.ports import free_port
 
     broker_port, proxy_port = free_port(), free_port()
-    config = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}",
-              "group.consumer.heartbeat.interval.ms": 1000, "group.consumer.min.heartbeat.interval.ms": 1000}
-    with CommitHoldingProxy(proxy_port, broker_port) as proxy, \
-            klog.Broker(data_dir=str(tmp_path), port=broker_port, config=config):
+    with CommitHoldingProxy(proxy_port, broker_port) as proxy, _kip848_broker_behind(proxy_port, broker_port, tmp_path):
         bootstrap = f"127.0.0.1:{proxy_port}"
         with klog.AdminClient(bootstrap) as admin:
             topic, common = _kip848_group_over_twenty_records(bootstrap, admin)
-            c2_assigned = threading.Event()
-            stop = threading.Event()
-
-            def run_c2() -> None:
-                with klog.Consumer(topic, on_assign=lambda c, parts: parts and c2_assigned.set(), **common) as c2:
-                    while not stop.is_set():
-                        c2.poll(timeout=0.2)
-
             with klog.Consumer(topic, **common) as c1:
                 assert len(wait_records(c1, 20)) == 20
                 proxy.holding.set()
@@ -1377,17 +1383,10 @@ def test_consumer_group_protocol_commit_retried_across_a_rebalance_is_refused_no
                 while time.monotonic() < deadline and not proxy.answered:
                     c1.poll(timeout=0.2)
                 assert proxy.answered and not stale.done()
-                t = threading.Thread(target=run_c2)
-                t.start()
-                try:
-                    deadline = time.monotonic() + DEADLINE_S
-                    while time.monotonic() < deadline and not (c2_assigned.is_set() and len(c1.assignment()) == 1):
-                        c1.poll(timeout=0.2)
+                with _second_member(topic, common) as c2_assigned:
+                    _poll_until_one_partition_handed_over(c1, c2_assigned)
                     assert c2_assigned.is_set() and len(c1.assignment()) == 1
                     proxy.holding.clear()
                     with pytest.raises(CommitFailedError):
                         stale.result(timeout=DEADLINE_S)
-                finally:
-                    stop.set()
-                    t.join(timeout=DEADLINE_S)
             assert admin.list_group_offsets(common["group_id"]) == {}
