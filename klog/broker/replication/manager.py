@@ -239,14 +239,16 @@ class ReplicaManager:
         self._become_leader(key, topic.id, reg, native, self.clock())
 
     def on_follower_write_failed(self, followed: FollowedPartition, exc: OSError) -> None:
-        """The fetcher's append or truncation of ``followed`` failed: its log dir goes offline as for a leader's
-        failed append (ENOSPC, EIO, ...), and whatever the error if the failure left the log closed (a full
-        truncation that failed midway: no write succeeds until a restart). The broker then reports the dir, its
-        partitions stop being fetched (:meth:`on_log_dirs_offline`) and refuse writes."""
+        """The fetcher's append or truncation of ``followed`` failed with a storage error: its log dir goes
+        offline whatever the error (ENOSPC, EIO, but also a segment roll that met a directory, a closed log after a
+        full truncation that failed midway, ...), as Kafka's fetcher hands any IOException of a log write to the
+        LogDirFailureChannel: retried, the same write failed at every round for ever and the replica silently
+        fell out of the ISR. The broker then reports the dir, its partitions stop being fetched
+        (:meth:`on_log_dirs_offline`) and refuse writes."""
         native = self.partitions.get(*followed.key)
         if native is None or native is not followed.log.native:
             return   # deleted or followed anew meanwhile: its log closing is no failure of the dir
-        self.partitions.note_write_failure(exc, self.partitions.log_dir_of(native), log_closed=native.closed)
+        self.partitions.note_write_failure(exc, self.partitions.log_dir_of(native), any_error=True)
 
     def _become_follower(self, key: Key, topic_id: uuid.UUID, reg: Any, native: Any) -> None:
         self._leading_after_append.discard(key)

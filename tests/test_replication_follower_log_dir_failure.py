@@ -1,0 +1,84 @@
+"""A follower whose append fails with any storage error takes its log dir offline, as Kafka's ReplicaFetcherThread
+does (an IOException from a log write goes to the LogDirFailureChannel): a 2-node cluster (real processes), node 2
+with two log dirs, on klog and on Apache Kafka from the same steps."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from klog.protocol import ApiKey
+from klog.protocol.errors import ErrorCode
+from klog.records import encode_batch
+from klog.testing.cluster import CLUSTER_TIMING
+from jbod_support import open_cluster
+from replication_support import wait
+
+pytestmark = pytest.mark.timeout(300)
+
+TOPIC = "follower-write"
+RECORDS = 20
+#: a segment holds about 10 of the records: the follower rolls a segment part way through them (Kafka 4's smallest
+#: segment.bytes is 1 MiB)
+SEGMENT_BYTES = 1 << 20
+VALUE = b"x" * 100_000
+KAFKA_STORAGE_ERROR = int(ErrorCode.KAFKA_STORAGE_ERROR)
+
+
+def _describe_log_dirs(cluster, node: int) -> dict[str, int]:
+    """DescribeLogDirs v4 at ``node``: realpath of each log dir -> its error code."""
+    with cluster.wire(node) as wire:
+        answer = wire.request(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
+    assert answer.error_code == 0, answer
+    return {os.path.realpath(r.log_dir): r.error_code for r in answer.results}
+
+
+@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=[pytest.mark.java])])
+def test_a_follower_append_failing_with_any_storage_error_takes_its_log_dir_offline(kind: str,
+                                                                                    tmp_path: Path) -> None:
+    """Directories put where node 2's next segment files go make the follower's segment roll fail (EISDIR for
+    klog, DirectoryNotEmptyException for Kafka), an error that leaves the log open. Before, klog took a follower's log dir offline only for ENOSPC, EIO, EROFS
+    and EDQUOT (or a closed log): the fetcher failed the same append at every round for ever, the dir stayed
+    online, and the replica silently fell out of the ISR. Kafka takes the dir offline on any IOException of a
+    log write; klog now does the same, naming the error."""
+    dirs = [tmp_path / "node-2-a", tmp_path / "node-2-b"]
+    properties = {**CLUSTER_TIMING, "replica.fetch.backoff.ms": 200, "replica.fetch.wait.max.ms": 200}
+    # the metadata log in a dir of its own: Kafka halts a node whose metadata log dir fails
+    with open_cluster(kind, tmp_path / "cluster", 2, properties, ",".join(map(str, dirs)), node=2,
+                      node_properties={"metadata.log.dir": str(tmp_path / "node-2-metadata")}) as cluster:
+        cluster.wait_for_brokers()
+        with cluster.wire(1) as wire:
+            created = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+                {"name": TOPIC, "num_partitions": -1, "replication_factor": -1,
+                 "assignments": [{"partition_index": 0, "broker_ids": [1, 2]}],
+                 "configs": [{"name": "segment.bytes", "value": str(SEGMENT_BYTES)}]}],
+                "timeout_ms": 30000, "validate_only": False}).topics[0]
+            assert created.error_code == 0, created
+        cluster.wait_for_isr(TOPIC, 0, [1, 2])
+        wait(lambda: any((d / f"{TOPIC}-0").is_dir() for d in dirs), "node 2's replica made")
+        [partition_dir] = [d / f"{TOPIC}-0" for d in dirs if (d / f"{TOPIC}-0").is_dir()]
+        for offset in range(1, RECORDS + 1):   # wherever the roll happens, a directory is there (not empty:
+            # Kafka's roll deletes a file already at the new segment's path)
+            (partition_dir / f"{offset:020d}.log").mkdir()
+            (partition_dir / f"{offset:020d}.log" / "in-the-way").touch()
+        with cluster.wire(1) as wire:
+            for i in range(RECORDS):
+                answer = wire.request(ApiKey.PRODUCE, 9, {
+                    "transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [{
+                        "name": TOPIC, "partition_data": [{"index": 0, "records": encode_batch(
+                            [{"value": VALUE}])}]}]})
+                assert answer.responses[0].partition_responses[0].error_code == 0
+
+        failed_dir = os.path.realpath(partition_dir.parent)
+        other_dir = os.path.realpath(next(d for d in dirs if d != partition_dir.parent))
+        wait(lambda: _describe_log_dirs(cluster, 2).get(failed_dir) == KAFKA_STORAGE_ERROR,
+             "node 2's failed log dir answered KAFKA_STORAGE_ERROR in DescribeLogDirs")
+        assert _describe_log_dirs(cluster, 2)[other_dir] == 0
+        wait(lambda: cluster.metadata(1, [TOPIC]).topics[0].partitions[0].offline_replicas == [2],
+             "node 2 listed as the offline replica")
+        if kind == "klog":
+            [offline_line] = [line for line in cluster.log_lines(2)
+                              if f"log dir {partition_dir.parent} is offline" in line]
+            assert "create segment" in offline_line and "Is a directory" in offline_line, offline_line
