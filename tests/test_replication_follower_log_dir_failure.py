@@ -4,17 +4,15 @@ with two log dirs, on klog and on Apache Kafka from the same steps."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from klog.protocol import ApiKey
-from klog.protocol.errors import ErrorCode
 from klog.records import encode_batch
 from klog.testing.cluster import CLUSTER_TIMING
 from jbod_support import open_cluster
-from replication_support import wait
+from replication_support import wait, wait_for_failed_log_dir
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -24,15 +22,6 @@ RECORDS = 20
 #: segment.bytes is 1 MiB)
 SEGMENT_BYTES = 1 << 20
 VALUE = b"x" * 100_000
-KAFKA_STORAGE_ERROR = int(ErrorCode.KAFKA_STORAGE_ERROR)
-
-
-def _describe_log_dirs(cluster, node: int) -> dict[str, int]:
-    """DescribeLogDirs v4 at ``node``: realpath of each log dir -> its error code."""
-    with cluster.wire(node) as wire:
-        answer = wire.request(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
-    assert answer.error_code == 0, answer
-    return {os.path.realpath(r.log_dir): r.error_code for r in answer.results}
 
 
 @pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=[pytest.mark.java])])
@@ -71,13 +60,8 @@ def test_a_follower_append_failing_with_any_storage_error_takes_its_log_dir_offl
                             [{"value": VALUE}])}]}]})
                 assert answer.responses[0].partition_responses[0].error_code == 0
 
-        failed_dir = os.path.realpath(partition_dir.parent)
-        other_dir = os.path.realpath(next(d for d in dirs if d != partition_dir.parent))
-        wait(lambda: _describe_log_dirs(cluster, 2).get(failed_dir) == KAFKA_STORAGE_ERROR,
-             "node 2's failed log dir answered KAFKA_STORAGE_ERROR in DescribeLogDirs")
-        assert _describe_log_dirs(cluster, 2)[other_dir] == 0
-        wait(lambda: cluster.metadata(1, [TOPIC]).topics[0].partitions[0].offline_replicas == [2],
-             "node 2 listed as the offline replica")
+        wait_for_failed_log_dir(cluster, 2, partition_dir.parent, next(d for d in dirs if d != partition_dir.parent),
+                                TOPIC)
         if kind == "klog":
             [offline_line] = [line for line in cluster.log_lines(2)
                               if f"log dir {partition_dir.parent} is offline" in line]

@@ -465,6 +465,20 @@ fn a_swap_failing_after_its_commit_point_closes_the_log_and_the_restart_complete
     assert_eq!(swap_files(&d.0), Vec::<String>::new());
 }
 
+/// Start `mgr`'s cleaner and wait (30 s at most) for it to take `dir`, `log`'s log dir, offline;
+/// returns the offline dirs and their reasons.
+fn cleaner_takes_its_dir_offline(mgr: &crate::storage::log_manager::LogManager, log: &PartitionLog, dir: &Path) -> Vec<(std::path::PathBuf, String)> {
+    mgr.start_cleaner(CleanerConfig { backoff_ms: 10, ..CleanerConfig::default() }).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while mgr.offline_dirs().is_empty() {
+        assert!(Instant::now() < deadline, "the log dir stayed online: {:?}", log.segment_bases());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let offline = mgr.offline_dirs();
+    assert_eq!(offline[0].0, dir);
+    offline
+}
+
 #[test]
 fn a_cleaner_pass_that_closes_its_log_takes_the_log_dir_offline() {
     let d = TempDir::new("cleaner-swap-fails-offline");
@@ -474,14 +488,7 @@ fn a_cleaner_pass_that_closes_its_log_takes_the_log_dir_offline() {
     fill(&log, 40, 5, 6, EncodeOptions::default());
     let bases = log.segment_bases().unwrap();
     fs::create_dir(log.dir().join(format!("{}.deleted", crate::storage::segment::segment_file_name(bases[1], LOG_SUFFIX)))).unwrap();
-    mgr.start_cleaner(CleanerConfig { backoff_ms: 10, ..CleanerConfig::default() }).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while mgr.offline_dirs().is_empty() {
-        assert!(Instant::now() < deadline, "the log dir stayed online: {:?}", log.segment_bases());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let offline = mgr.offline_dirs();
-    assert_eq!(offline[0].0, d.0);
+    let offline = cleaner_takes_its_dir_offline(&mgr, &log, &d.0);
     assert!(offline[0].1.contains("rename for delete"), "{offline:?}");
     assert!(matches!(log.segment_bases(), Err(StorageError::Closed(_))));
     mgr.close().unwrap();
@@ -544,14 +551,7 @@ fn a_failed_swap_takes_the_log_dir_offline(rollback_fails: bool) {
     if rollback_fails {
         fail_next_rename(&log.dir(), swap::SWAP_SUFFIX);
     }
-    mgr.start_cleaner(CleanerConfig { backoff_ms: 10, ..CleanerConfig::default() }).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while mgr.offline_dirs().is_empty() {
-        assert!(Instant::now() < deadline, "the log dir stayed online: {:?}", log.segment_bases());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let offline = mgr.offline_dirs();
-    assert_eq!(offline[0].0, d.0);
+    let offline = cleaner_takes_its_dir_offline(&mgr, &log, &d.0);
     assert!(offline[0].1.contains("rename") && offline[0].1.contains("Input/output error"), "{offline:?}");
     if rollback_fails {
         assert!(matches!(log.segment_bases(), Err(StorageError::Closed(_))));
