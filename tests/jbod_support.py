@@ -14,18 +14,20 @@ from klog.testing.cluster import KlogCluster
 from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs
 
 
-def open_cluster(kind: str, root: Any, size: int, properties: Mapping[str, Any], log_dirs: str) -> Any:
-    """``size`` nodes, node 1 with ``log.dirs=<log_dirs>`` (the others one dir each), the same properties on both
-    systems; Kafka's side is skipped, saying so, without its jars."""
+def open_cluster(kind: str, root: Any, size: int, properties: Mapping[str, Any], log_dirs: str, *,
+                 node: int = 1, node_properties: Mapping[str, Any] | None = None) -> Any:
+    """``size`` nodes, ``node`` with ``log.dirs=<log_dirs>`` (the others one dir each) and ``node_properties``, the
+    same properties on both systems; Kafka's side is skipped, saying so, without its jars."""
+    mine = {"log.dirs": log_dirs, **(node_properties or {})}
     if kind == "kafka":
         try:
             find_kafka_libs()
         except KafkaStartError as exc:
             pytest.skip(f"needs the Kafka jars: {exc}")
-        return KafkaCluster(root, size, properties=properties, node_properties={1: {"log.dirs": log_dirs}},
+        return KafkaCluster(root, size, properties=properties, node_properties={node: mine},
                             startup_timeout=300)
     cluster = KlogCluster(root, size, properties=properties)
-    cluster.nodes[1].config["log.dirs"] = log_dirs
+    cluster.nodes[node].config.update(mine)
     return cluster
 
 

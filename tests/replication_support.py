@@ -5,6 +5,7 @@ replicas compared byte for byte, the cluster healed after each test."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -169,6 +170,25 @@ def wait(condition: Any, what: str, timeout: float = 60.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
         time.sleep(0.2)
+
+
+def describe_log_dirs(cluster: Cluster, node: int) -> dict[str, int]:
+    """DescribeLogDirs v4 at ``node``: realpath of each log dir -> its error code."""
+    with cluster.wire(node) as wire:
+        answer = wire.request(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
+    assert answer.error_code == 0, answer
+    return {os.path.realpath(r.log_dir): r.error_code for r in answer.results}
+
+
+def wait_for_failed_log_dir(cluster: Cluster, node: int, failed_dir: Any, other_dir: Any, topic: str) -> None:
+    """``node``'s ``failed_dir`` answers KAFKA_STORAGE_ERROR in DescribeLogDirs (``other_dir`` still 0), and the
+    controller lists ``node`` as partition 0 of ``topic``'s offline replica."""
+    failed, other = os.path.realpath(failed_dir), os.path.realpath(other_dir)
+    wait(lambda: describe_log_dirs(cluster, node).get(failed) == int(ErrorCode.KAFKA_STORAGE_ERROR),
+         f"node {node}'s failed log dir answered KAFKA_STORAGE_ERROR in DescribeLogDirs")
+    assert describe_log_dirs(cluster, node)[other] == 0
+    wait(lambda: cluster.metadata(1, [topic]).topics[0].partitions[0].offline_replicas == [node],
+         f"node {node} listed as the offline replica")
 
 
 def produce_until_refused(produce: Callable[[bytes], int], timeout: float = 60.0) -> tuple[bytes, list[bytes]]:

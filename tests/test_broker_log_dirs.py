@@ -248,6 +248,44 @@ def test_apache_kafka_on_a_full_log_dir_refuses_writes_and_reads_of_its_partitio
             assert _fetch(wire, topic, other) == (0, [b"fine"])
 
 
+def _delete_records(wire, topic, partition, offset):
+    """DeleteRecords v2 of one partition: (error code, low watermark)."""
+    answer = wire.request(ApiKey.DELETE_RECORDS, 2, {"topics": [{"name": topic, "partitions": [
+        {"partition_index": partition, "offset": offset}]}], "timeout_ms": 5000})
+    part = answer.topics[0].partitions[0]
+    return part.error_code, part.low_watermark
+
+
+@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=[pytest.mark.java])])
+def test_delete_records_of_a_partition_whose_log_dir_is_offline_answers_kafka_storage_error(kind, tmp_path,
+                                                                                             small_fs):
+    """Kafka's ReplicaManager answers DeleteRecords of a partition in an offline log dir with KAFKA_STORAGE_ERROR
+    (getPartitionOrException: the partition is Offline) and changes nothing. klog moved the offline log's start
+    and answered NONE; the partition in the other dir still takes it."""
+    import contextlib
+
+    from klog.testing.kafka import apache_kafka
+
+    with contextlib.ExitStack() as stack:
+        if kind == "kafka":
+            base = tmp_path / "kafka"
+            host, port = stack.enter_context(apache_kafka(
+                base, config={"log.dirs": f"{base / 'kafka-data'},{small_fs}"})).rsplit(":", 1)
+        else:
+            broker = stack.enter_context(BrokerProcess(tmp_path / "big", _config(tmp_path, small_fs)))
+            host, port = broker.host, broker.port
+        wire = stack.enter_context(WireClient(host, int(port)))
+        topic, full, other = _topic_in_both_dirs(wire, small_fs)
+        acked = _fill_through_produce(wire, topic, full)
+        assert len(acked) > 1
+        assert _produce(wire, topic, other, b"one") == 0 and _produce(wire, topic, other, b"two") == 0
+        assert _delete_records(wire, topic, full, 1) == (KAFKA_STORAGE_ERROR, -1)
+        assert _delete_records(wire, topic, other, 1) == (0, 1)
+        if kind == "klog":   # (Kafka serves no read of an offline partition)
+            assert _list_offsets(wire, topic, full, -2) == 0
+            assert _fetch_values(wire, topic, full) == acked
+
+
 def test_admin_changes_that_cannot_be_stored_on_a_full_disk_are_refused_and_not_applied(small_fs):
     """The disk fills up behind the broker's back (no write of its own failed yet): a topic config change or a new
     topic that cannot be stored answers KAFKA_STORAGE_ERROR and leaves nothing changed."""

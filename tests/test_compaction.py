@@ -283,12 +283,11 @@ def test_cleaned_segments_survive_a_restart_and_dump_log_segments_reads_them(tmp
     assert sanity.count("passed sanity check") + sanity.count(".index is empty.") == n_indexes, sanity[-2000:]
 
 
-def test_a_cleaner_swap_failing_past_its_commit_point_takes_the_log_dir_offline_and_a_restart_completes_it(tmp_path):
-    """A swap whose old segment cannot be retired (a directory in the way of its `.deleted` name) failed after its
-    commit point: the log is closed and its log dir goes offline, as Kafka's cleaner takes the dir offline on an
-    IOException, so produce answers KAFKA_STORAGE_ERROR and DescribeLogDirs names the dir. (Before, the log stayed
-    online taking writes, the swapped groups' offsets missing from it until a restart.) The restart completes the
-    swap: every key's latest value is read."""
+def _swap_failure_takes_the_log_dir_offline(tmp_path, topic: str, obstacle_suffix: str, reason: str) -> None:
+    """The first sealed segment of a compacted topic is cleaned with a non-empty directory at its ``.log`` name plus
+    ``obstacle_suffix`` (a rename of the swap fails there): the log dir goes offline with ``reason`` in its line,
+    DescribeLogDirs names it, produce answers KAFKA_STORAGE_ERROR; with the directory gone a restart serves every
+    key's latest value and leaves no ``.swap`` file."""
     from klog.protocol import ApiKey
     from klog.records import encode_batch
     from klog.testing.wire import WireClient
@@ -296,7 +295,6 @@ def test_a_cleaner_swap_failing_past_its_commit_point_takes_the_log_dir_offline_
 
     storage_error = 56   # KAFKA_STORAGE_ERROR
     data = data_dir_for(tmp_path)
-    topic = "swap-fails"
     # log.segment.delete.delay.ms is 60 s: old segments are renamed .deleted, a rename a directory can be in the way of
     with BrokerProcess(data, CLEANER_CONFIG) as broker:
         create_topic(broker.bootstrap_servers, topic,
@@ -306,8 +304,9 @@ def test_a_cleaner_swap_failing_past_its_commit_point_takes_the_log_dir_offline_
         part = os.path.join(data, f"{topic}-0")
         segments = sorted(f for f in os.listdir(part) if f.endswith(".log"))
         assert len(segments) > 1, segments   # the first one is sealed: it is cleaned
-        obstacle = os.path.join(part, segments[0] + ".deleted")
+        obstacle = os.path.join(part, segments[0] + obstacle_suffix)
         os.mkdir(obstacle)
+        open(os.path.join(obstacle, "in-the-way"), "w").close()
         alter_topic(broker.bootstrap_servers, topic, min_compaction_lag_ms="0")   # cleaning starts
         with WireClient(broker.host, broker.port) as wire:
             deadline = time.monotonic() + 60
@@ -324,12 +323,30 @@ def test_a_cleaner_swap_failing_past_its_commit_point_takes_the_log_dir_offline_
                         {"index": 0, "records": encode_batch([{"key": b"key-0", "value": b"late"}])}]}]})
             assert produced.responses[0].partition_responses[0].error_code == storage_error
         offline = log_lines_since(broker, 0, f"log dir {data} is offline")
-        assert offline and "rename for delete" in offline[0], broker.lines[-20:]
+        assert offline and reason in offline[0], broker.lines[-20:]
+    os.remove(os.path.join(obstacle, "in-the-way"))
     os.rmdir(obstacle)
     with BrokerProcess(data, CLEANER_CONFIG) as broker:
         records = read_all(broker.bootstrap_servers, topic)
     check_compacted(records, latest, end)
     assert not [f for f in os.listdir(part) if f.endswith(".swap")]
+
+
+def test_a_cleaner_swap_failing_past_its_commit_point_takes_the_log_dir_offline_and_a_restart_completes_it(tmp_path):
+    """A swap whose old segment cannot be retired (a directory in the way of its `.deleted` name) failed after its
+    commit point: the log is closed and its log dir goes offline, as Kafka's cleaner takes the dir offline on an
+    IOException, so produce answers KAFKA_STORAGE_ERROR and DescribeLogDirs names the dir. (Before, the log stayed
+    online taking writes, the swapped groups' offsets missing from it until a restart.) The restart completes the
+    swap: every key's latest value is read."""
+    _swap_failure_takes_the_log_dir_offline(tmp_path, "swap-fails", ".deleted", "rename for delete")
+
+
+def test_a_cleaner_swap_rolled_back_before_its_commit_point_takes_the_log_dir_offline(tmp_path):
+    """A swap whose commit fails (a directory in the way of the first segment's `.log.swap` name) is rolled back,
+    and its log dir goes offline, as Kafka's cleaner takes the dir offline on any IOException. (Before, the dir
+    stayed online, the partition silently never cleaned again until a restart.) The restart serves every key's
+    latest value."""
+    _swap_failure_takes_the_log_dir_offline(tmp_path, "swap-rolled-back", ".swap", "Is a directory")
 
 
 def test_cleanup_policy_changed_to_compact_at_runtime_starts_cleaning(broker):

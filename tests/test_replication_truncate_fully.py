@@ -6,18 +6,16 @@ processes), wire requests and confluent-kafka."""
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
 
 from klog.protocol import ApiKey
-from klog.protocol.errors import ErrorCode
 from klog.records import encode_batch
 from klog.testing.cluster import CLUSTER_TIMING, KlogCluster, cluster_of
 from klog.testing.cluster_api import Cluster
-from replication_support import wait
+from replication_support import wait, wait_for_failed_log_dir
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -25,7 +23,6 @@ TOPIC = "moved-start"
 RECORDS = 50
 #: the leader's log start after DeleteRecords: past the end (0) of the empty log the new replica starts with
 DELETED_BEFORE = 25
-KAFKA_STORAGE_ERROR = int(ErrorCode.KAFKA_STORAGE_ERROR)
 
 
 def _log_start(cluster: Cluster, node: int) -> int | None:
@@ -92,14 +89,6 @@ def test_a_replica_added_after_the_leaders_log_start_moved_past_its_end_restarts
         assert after <= got and got & sent == {(0, b"before-%d" % i) for i in range(DELETED_BEFORE, RECORDS)}
 
 
-def _describe_log_dirs(cluster: Cluster, node: int) -> dict[str, int]:
-    """DescribeLogDirs v4 at ``node``: realpath of each log dir -> its error code."""
-    with cluster.wire(node) as wire:
-        answer = wire.request(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
-    assert answer.error_code == 0, answer
-    return {os.path.realpath(r.log_dir): r.error_code for r in answer.results}
-
-
 def test_a_follower_whose_full_truncation_fails_midway_takes_its_log_dir_offline_and_stops_fetching_it(
         tmp_path: Path) -> None:
     """Node 2 (two log dirs) is down while the leader's log start moves past node 2's log end; a directory put where
@@ -143,13 +132,8 @@ def test_a_follower_whose_full_truncation_fails_midway_takes_its_log_dir_offline
         cluster.restart(2)
         cluster.wait_for_brokers()
 
-        failed_dir = os.path.realpath(partition_dir.parent)
-        other_dir = os.path.realpath(next(d for d in dirs if d != partition_dir.parent))
-        wait(lambda: _describe_log_dirs(cluster, 2).get(failed_dir) == KAFKA_STORAGE_ERROR,
-             "node 2's failed log dir answered KAFKA_STORAGE_ERROR in DescribeLogDirs")
-        assert _describe_log_dirs(cluster, 2)[other_dir] == 0
-        wait(lambda: cluster.metadata(1, [TOPIC]).topics[0].partitions[0].offline_replicas == [2],
-             "node 2 listed as the offline replica")
+        wait_for_failed_log_dir(cluster, 2, partition_dir.parent, next(d for d in dirs if d != partition_dir.parent),
+                                TOPIC)
         # offline at the failed truncation itself, naming its error (before, only once the maintenance pass's
         # flush met the closed log: "log moved-start-0 is closed", the fetcher failing every round until then)
         lines = cluster.log_lines(2)

@@ -635,10 +635,10 @@ class PartitionManager:
 
     # ---- log dir failure ------------------------------------------------------------------------------
 
-    def note_write_failure(self, exc: OSError, log_dir: str | None, *, log_closed: bool = False) -> None:
-        """Take ``log_dir`` offline if ``exc`` says it cannot be written (disk full, I/O error), or if the failed
-        write left its log closed (``log_closed``: a full truncation that failed midway, whatever the errno)."""
-        if log_dir is not None and (exc.errno in LOG_DIR_FAILURE_ERRNOS or log_closed):
+    def note_write_failure(self, exc: OSError, log_dir: str | None, *, any_error: bool = False) -> None:
+        """Take ``log_dir`` offline if ``exc`` says it cannot be written (disk full, I/O error), or whatever the
+        error with ``any_error`` (a follower's write: see :meth:`ReplicaManager.on_follower_write_failed`)."""
+        if log_dir is not None and (exc.errno in LOG_DIR_FAILURE_ERRNOS or any_error):
             self.log_manager.mark_dir_offline(log_dir, str(exc))
         self._refresh_offline_dirs()
 

@@ -380,7 +380,11 @@ class ReplicaFetcher:
         start = fp.state.on_appended(leader_hw, leader_log_start, native.log_end_offset)
         self.owner.replicas.follower_high_watermark(fp)   # consumers reading from this follower (KIP-392) see more
         if start > native.log_start_offset:
-            await asyncio.to_thread(native.delete_records_before, start)
+            try:
+                await asyncio.to_thread(native.delete_records_before, start)
+            except OSError as exc:   # a segment below the new start could not be retired: the dir goes offline
+                self.owner.write_failed(fp, exc)
+                raise
 
     async def _append(self, fp: FollowedPartition, records: Any, leader_hw: int, leader_log_start: int) -> None:
         """One answer's append and high watermark, claimed at the call."""

@@ -51,6 +51,7 @@ NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 OFFSET_OUT_OF_RANGE = int(ErrorCode.OFFSET_OUT_OF_RANGE)
 INVALID_TOPIC_EXCEPTION = int(ErrorCode.INVALID_TOPIC_EXCEPTION)
+KAFKA_STORAGE_ERROR = int(ErrorCode.KAFKA_STORAGE_ERROR)
 POLICY_VIOLATION = int(ErrorCode.POLICY_VIOLATION)
 NO_LEADER = -1
 ACKS_ALL = -1
@@ -239,14 +240,16 @@ class ReplicaManager:
         self._become_leader(key, topic.id, reg, native, self.clock())
 
     def on_follower_write_failed(self, followed: FollowedPartition, exc: OSError) -> None:
-        """The fetcher's append or truncation of ``followed`` failed: its log dir goes offline as for a leader's
-        failed append (ENOSPC, EIO, ...), and whatever the error if the failure left the log closed (a full
-        truncation that failed midway: no write succeeds until a restart). The broker then reports the dir, its
-        partitions stop being fetched (:meth:`on_log_dirs_offline`) and refuse writes."""
+        """The fetcher's append or truncation of ``followed`` failed with a storage error: its log dir goes
+        offline whatever the error (ENOSPC, EIO, but also a segment roll that met a directory, a closed log after a
+        full truncation that failed midway, ...), as Kafka's fetcher hands any IOException of a log write to the
+        LogDirFailureChannel: retried, the same write failed at every round for ever and the replica silently
+        fell out of the ISR. The broker then reports the dir, its partitions stop being fetched
+        (:meth:`on_log_dirs_offline`) and refuse writes."""
         native = self.partitions.get(*followed.key)
         if native is None or native is not followed.log.native:
             return   # deleted or followed anew meanwhile: its log closing is no failure of the dir
-        self.partitions.note_write_failure(exc, self.partitions.log_dir_of(native), log_closed=native.closed)
+        self.partitions.note_write_failure(exc, self.partitions.log_dir_of(native), any_error=True)
 
     def _become_follower(self, key: Key, topic_id: uuid.UUID, reg: Any, native: Any) -> None:
         self._leading_after_append.discard(key)
@@ -528,7 +531,8 @@ class ReplicaManager:
         at ``offset`` from now on (-1: the high watermark), its segments wholly below it removed. Kafka's checks come
         first, in its order, and a refused request changes nothing: an internal topic INVALID_TOPIC_EXCEPTION
         (unless ``internal_allowed``: the share coordinator's own pruning), a partition without a log here
-        NOT_LEADER_OR_FOLLOWER (UNKNOWN_TOPIC_OR_PARTITION when the metadata has none either), one this broker does
+        NOT_LEADER_OR_FOLLOWER (UNKNOWN_TOPIC_OR_PARTITION when the metadata has none either), one whose log dir is
+        offline KAFKA_STORAGE_ERROR (Kafka's Offline partition: its log is not changed), one this broker does
         not lead NOT_LEADER_OR_FOLLOWER (a follower's copy only follows its leader's log start), a topic whose
         cleanup.policy has no ``delete`` POLICY_VIOLATION, an offset below 0 or past the high watermark
         OFFSET_OUT_OF_RANGE. Returns (error code, the log start offset, a future of the partition's low watermark
@@ -540,6 +544,8 @@ class ReplicaManager:
         if log_ is None:
             known = self.image is not None and self.image.partition(topic, partition) is not None
             return (NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION), -1, None
+        if self.partitions.log_dir_offline(log_):
+            return KAFKA_STORAGE_ERROR, -1, None
         code = self.leader_error(topic, partition)
         if code != NONE:
             return code, -1, None

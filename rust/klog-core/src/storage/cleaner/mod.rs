@@ -775,7 +775,17 @@ impl CleanerShared {
                 self.done(dir, &log, None, false);
                 false
             }
+            Err(e @ StorageError::Io { .. }) => {
+                // An I/O error of the pass itself (a read, a `.cleaned` write, a swap rolled back
+                // before its commit point): the dir goes offline, as Kafka's cleaner hands any
+                // IOException to the LogDirFailureChannel; the log is left as it was.
+                warn(format!("log cleaner: cleaning {} failed: {e}; its log dir goes offline", log.name()));
+                (self.dir_failed)(dir, &e.to_string());
+                self.done(dir, &log, None, true);
+                false
+            }
             Err(e) => {
+                // Not an I/O error (damaged data): Kafka's cleaner marks such a log uncleanable.
                 warn(format!("log cleaner: cleaning {} failed; it will not be cleaned again until restart: {e}", log.name()));
                 self.done(dir, &log, None, true);
                 false

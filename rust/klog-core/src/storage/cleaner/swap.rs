@@ -39,10 +39,32 @@ pub const SWAP_SUFFIX: &str = ".swap";
 pub fn rename_suffix(dir: &Path, base: i64, file_suffix: &str, from: &str, to: &str) -> StorageResult<bool> {
     let name = segment_file_name(base, file_suffix);
     let src = dir.join(format!("{name}{from}"));
+    #[cfg(test)]
+    if fail_rename(dir, &format!("{name}{from}")) {
+        return Err(io::Error::from_raw_os_error(5)).ctx("rename", &src);
+    }
     match fs::rename(&src, dir.join(format!("{name}{to}"))) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e).ctx("rename", &src),
+    }
+}
+
+/// Tests: (directory, end of a source file name): the next rename in that directory of a file
+/// whose name ends so fails with EIO, once (a failure no obstacle on disk can make, such as one
+/// of a swap's rollback). A global list: the cleaner's threads see it too.
+#[cfg(test)]
+pub static FAIL_RENAMES: std::sync::Mutex<Vec<(std::path::PathBuf, &'static str)>> = std::sync::Mutex::new(Vec::new());
+
+#[cfg(test)]
+fn fail_rename(dir: &Path, name: &str) -> bool {
+    let mut failing = FAIL_RENAMES.lock().unwrap_or_else(|p| p.into_inner());
+    match failing.iter().position(|(d, end)| d == dir && name.ends_with(end)) {
+        Some(i) => {
+            failing.remove(i);
+            true
+        }
+        None => false,
     }
 }
 

@@ -465,6 +465,20 @@ fn a_swap_failing_after_its_commit_point_closes_the_log_and_the_restart_complete
     assert_eq!(swap_files(&d.0), Vec::<String>::new());
 }
 
+/// Start `mgr`'s cleaner and wait (30 s at most) for it to take `dir`, `log`'s log dir, offline;
+/// returns the offline dirs and their reasons.
+fn cleaner_takes_its_dir_offline(mgr: &crate::storage::log_manager::LogManager, log: &PartitionLog, dir: &Path) -> Vec<(std::path::PathBuf, String)> {
+    mgr.start_cleaner(CleanerConfig { backoff_ms: 10, ..CleanerConfig::default() }).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while mgr.offline_dirs().is_empty() {
+        assert!(Instant::now() < deadline, "the log dir stayed online: {:?}", log.segment_bases());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let offline = mgr.offline_dirs();
+    assert_eq!(offline[0].0, dir);
+    offline
+}
+
 #[test]
 fn a_cleaner_pass_that_closes_its_log_takes_the_log_dir_offline() {
     let d = TempDir::new("cleaner-swap-fails-offline");
@@ -474,17 +488,89 @@ fn a_cleaner_pass_that_closes_its_log_takes_the_log_dir_offline() {
     fill(&log, 40, 5, 6, EncodeOptions::default());
     let bases = log.segment_bases().unwrap();
     fs::create_dir(log.dir().join(format!("{}.deleted", crate::storage::segment::segment_file_name(bases[1], LOG_SUFFIX)))).unwrap();
-    mgr.start_cleaner(CleanerConfig { backoff_ms: 10, ..CleanerConfig::default() }).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while mgr.offline_dirs().is_empty() {
-        assert!(Instant::now() < deadline, "the log dir stayed online: {:?}", log.segment_bases());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let offline = mgr.offline_dirs();
-    assert_eq!(offline[0].0, d.0);
+    let offline = cleaner_takes_its_dir_offline(&mgr, &log, &d.0);
     assert!(offline[0].1.contains("rename for delete"), "{offline:?}");
     assert!(matches!(log.segment_bases(), Err(StorageError::Closed(_))));
     mgr.close().unwrap();
+}
+
+/// The next rename of a file named `<name_end>` in `dir` fails with EIO (`swap::FAIL_RENAMES`).
+fn fail_next_rename(dir: &Path, name_end: &'static str) {
+    swap::FAIL_RENAMES.lock().unwrap().push((dir.to_path_buf(), name_end));
+}
+
+fn leaked(name: String) -> &'static str {
+    Box::leak(name.into_boxed_str())
+}
+
+#[test]
+fn a_swap_whose_rollback_fails_too_closes_the_log_and_the_restart_serves_no_mixed_group() {
+    let d = TempDir::new("cleaner-swap-rollback-fails");
+    let cfg = compacted(2048);
+    let log = open(&d.0, cfg, true);
+    fill(&log, 40, 5, 6, EncodeOptions::default());
+    let (before, _) = read_all(&log);
+    let bases = log.segment_bases().unwrap();
+    assert!(bases.len() > 4, "{bases:?}");
+    // The commit's last rename (the lowest group's `.log`) fails, then the rollback's first one.
+    fail_next_rename(&d.0, leaked(format!("{}{}", crate::storage::segment::segment_file_name(bases[0], LOG_SUFFIX), swap::CLEANED_SUFFIX)));
+    fail_next_rename(&d.0, swap::SWAP_SUFFIX);
+    let err = clean_failing(&log);
+    assert!(err.to_string().contains("rename"), "{err}");
+    assert!(swap::FAIL_RENAMES.lock().unwrap().iter().all(|(dir, _)| dir != &d.0), "both failures were met");
+    assert!(!swap_files(&d.0).is_empty(), "the rollback left `.swap` files");
+    // The log is closed, not serving (or writing on top of) files half swapped.
+    assert!(log.closed_by_failure());
+    assert!(matches!(log.segment_bases(), Err(StorageError::Closed(_))), "{:?}", log.segment_bases());
+    assert!(matches!(log.read(0, 1 << 20, None, true), Err(StorageError::Closed(_))));
+    assert!(log.append(&batch(&[("key-0", Some("late"))], 2_000, EncodeOptions::default()), 0, 0).is_err());
+    drop(log);
+    // The pass deleted its `.cleaned` files: the restart completes the groups whose `.log` is
+    // still `.swap` and drops the others' files, a group whole either way: every key's latest
+    // value, no record the log did not hold, no leftovers.
+    let log = open(&d.0, cfg, false);
+    let (after, _) = read_all(&log);
+    assert_eq!(latest(&after), latest(&before));
+    assert!(after.iter().all(|r| before.contains(r)), "a record the log never held");
+    assert!(after.windows(2).all(|w| w[0].0 < w[1].0));
+    assert_eq!(swap_files(&d.0), Vec::<String>::new());
+}
+
+/// A cleaner thread's swap fails before its commit point (and its rollback too if
+/// `rollback_fails`): the log dir goes offline, naming the failed rename, as Kafka's cleaner
+/// hands any IOException to the LogDirFailureChannel.
+fn a_failed_swap_takes_the_log_dir_offline(rollback_fails: bool) {
+    let d = TempDir::new(if rollback_fails { "cleaner-rollback-fails-offline" } else { "cleaner-rolled-back-offline" });
+    let mgr = crate::storage::log_manager::LogManager::open(&[d.0.clone()], LogConfig::default()).unwrap();
+    let cfg = LogConfig { min_cleanable_dirty_ratio: 0.01, ..compacted(2048) };
+    let log = mgr.create("t", 0, Some(cfg)).unwrap();
+    fill(&log, 40, 5, 6, EncodeOptions::default());
+    let (before, _) = read_all(&log);
+    let bases = log.segment_bases().unwrap();
+    fail_next_rename(&log.dir(), leaked(format!("{}{}", crate::storage::segment::segment_file_name(bases[0], LOG_SUFFIX), swap::CLEANED_SUFFIX)));
+    if rollback_fails {
+        fail_next_rename(&log.dir(), swap::SWAP_SUFFIX);
+    }
+    let offline = cleaner_takes_its_dir_offline(&mgr, &log, &d.0);
+    assert!(offline[0].1.contains("rename") && offline[0].1.contains("Input/output error"), "{offline:?}");
+    if rollback_fails {
+        assert!(matches!(log.segment_bases(), Err(StorageError::Closed(_))));
+    } else {
+        // rolled back: what the log held is still served (reads go on in an offline dir)
+        assert_eq!(log.segment_bases().unwrap(), bases);
+        assert_eq!(read_all(&log).0, before);
+    }
+    mgr.close().unwrap();
+}
+
+#[test]
+fn a_swap_rolled_back_before_its_commit_point_takes_the_log_dir_offline() {
+    a_failed_swap_takes_the_log_dir_offline(false);
+}
+
+#[test]
+fn a_swap_whose_rollback_fails_takes_the_log_dir_offline() {
+    a_failed_swap_takes_the_log_dir_offline(true);
 }
 
 #[test]
