@@ -27,6 +27,7 @@ from test_groups_migration import SESSION as CLASSIC_SESSION
 from test_groups_replicated_writes import ReplicatedContext, _commit, _committed
 
 SESSION = 10000
+SYNC, HEARTBEAT = 14, 12
 SHARE_HEARTBEAT = 76
 LIST_GROUPS, DESCRIBE_GROUPS, COMMIT, CONSUMER_DESCRIBE = 16, 15, 8, 69
 
@@ -415,6 +416,70 @@ async def test_a_classic_join_converting_an_empty_streams_group_whose_write_is_r
         return d.error_code, d.group_state, d.group_epoch, d.assignment_epoch, d.members
 
     await _refused_classic_joins(coord, ctx, S.APP, described)
+    await coord.stop()
+
+
+def _new_group_join(member_id: str = "", instance_id: str | None = None) -> dict[str, Any]:
+    return dict(group_id="new", session_timeout_ms=CLASSIC_SESSION, rebalance_timeout_ms=CLASSIC_SESSION,
+                member_id=member_id, group_instance_id=instance_id, protocol_type="consumer",
+                protocols=[dict(name="range", metadata=b"")])
+
+
+async def test_a_classic_join_creating_a_group_whose_write_is_refused_leaves_no_group() -> None:
+    coord, ctx, clock = await _coordinator()
+    client = Client(coord, "c")
+    timers = len(coord.timer)
+    for refusal, answered in REFUSALS:
+        ctx.refuse = refusal
+        # a member parked in the group's first rebalance (v3: no member id asked for; v5: a static member) is
+        # answered as Kafka maps the refusal (before: the answer was right, the unwritten group stayed with it)
+        for version, instance in ((3, None), (5, "i1")):
+            r = await client.call(JOIN, version, **_new_group_join(instance_id=instance))
+            assert (r.error_code, r.member_id) == (answered, ""), (refusal, version)
+            assert "new" not in coord.groups and await _listed(coord) == [] and len(coord.timer) == timers
+        # v4+ is told its member id before the write, as Kafka's; the group goes with the write all the same, so
+        # the member id names no group: its rejoin is UNKNOWN_MEMBER_ID (before: it joined the unwritten group)
+        r = await client.call(JOIN, 9, **_new_group_join())
+        assert r.error_code == E.MEMBER_ID_REQUIRED and "new" not in coord.groups and len(coord.timer) == timers
+        ctx.refuse = None
+        rejoin = await client.call(JOIN, 9, **_new_group_join(r.member_id))
+        assert rejoin.error_code == E.UNKNOWN_MEMBER_ID and await _listed(coord) == []
+        described = await client.call(DESCRIBE_GROUPS, 5, groups=["new"], include_authorized_operations=False)
+        assert (described.groups[0].error_code, described.groups[0].group_state) == (E.NONE, "Dead")
+    clock.now += CLASSIC_SESSION * 100   # no timer of the unwritten groups brings anything back
+    coord.timer.poll()
+    assert await _listed(coord) == []
+    # once writes pass, the group is made and written
+    written = coord.records_written
+    r = await client.call(JOIN, 9, **_new_group_join())
+    assert r.error_code == E.MEMBER_ID_REQUIRED and coord.records_written > written
+    assert await _listed(coord) == [("new", "classic", "Empty", "")]
+    await coord.stop()
+
+
+async def test_a_static_member_rejoining_a_stable_group_whose_write_is_refused_keeps_its_old_member_id() -> None:
+    coord, ctx, clock = await _coordinator()
+    client = Client(coord, "c")
+    join = asyncio.ensure_future(client.call(JOIN, 9, **_new_group_join(instance_id="i1")))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    clock.now += 3000   # group.initial.rebalance.delay.ms
+    coord.timer.poll()
+    joined = await join
+    old = joined.member_id
+    synced = await client.call(SYNC, 5, group_id="new", generation_id=joined.generation_id, member_id=old,
+                               group_instance_id="i1", protocol_type="consumer", protocol_name="range",
+                               assignments=[dict(member_id=old, assignment=b"a")])
+    assert (synced.error_code, synced.assignment) == (E.NONE, b"a")
+    for refusal, answered in REFUSALS:
+        ctx.refuse = refusal
+        r = await client.call(JOIN, 9, **_new_group_join(instance_id="i1"))
+        # Kafka's revert of the replacement: the old member id stays the static member's
+        assert (r.error_code, r.member_id, r.generation_id) == (answered, "", joined.generation_id), refusal
+        ctx.refuse = None
+        beats = [(await client.call(HEARTBEAT, 4, group_id="new", generation_id=joined.generation_id,
+                                    member_id=old, group_instance_id="i1")).error_code]
+        assert beats == [E.NONE] and list(coord.groups["new"].members) == [old]
     await coord.stop()
 
 

@@ -152,9 +152,24 @@ class ClassicGroupManager:
             code = self._write_or_error(group_id, [R.group_metadata_record(group_id, {
                 "protocol_type": "", "generation": 0, "protocol": None, "leader": None,
                 "current_state_timestamp": group.state_timestamp or -1, "members": []})])
-            if code != ErrorCode.NONE and not future.done():
-                future.set_result(join_error(code, member_id))
+            if code != ErrorCode.NONE:
+                # Kafka's runtime reverts a failed write: the group goes, and the request is answered with the
+                # mapped error unless it was answered already (MEMBER_ID_REQUIRED, a refused protocol)
+                complete_parked(future, join_error(code, member_id))
+                self._drop_unwritten_group(group)
         return await future
+
+    def _drop_unwritten_group(self, group: ClassicGroup) -> None:
+        """A group this request made whose first record was refused: gone from memory with its timers (its
+        members, at most the joining one, were answered)."""
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+        for member in group.members.values():
+            self._cancel_heartbeat(member)
+        for member_id in group.pending_join_members:
+            self.timer.cancel(self._pending_key(group.group_id, member_id))
+        for kind in ("join", "sync"):
+            self.timer.cancel((kind, group.group_id))
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         if group.state in (S.EMPTY, S.DEAD):
