@@ -1126,21 +1126,24 @@ def test_consumer_group_protocol_hands_a_revoked_partition_over_only_after_on_re
     assert [(r.partition, r.offset, r.value) for r in got2] == [(moved.partition, 10, b"after")]
 
 
-class CommitHoldingProxy:
-    """A TCP proxy in front of a broker that, while ``holding`` is set, answers every OffsetCommit itself with
-    COORDINATOR_LOAD_IN_PROGRESS (the client retries, as when the coordinator's answer does not come) and forwards
-    everything else; answers go back in request order, as Kafka's do."""
+class InterceptingProxy:
+    """A TCP proxy in front of a broker (advertised as the proxy, so every connection goes through it) that shows
+    each request to :meth:`intercept` first: an answer it returns goes back instead of the broker's, ``CUT`` closes
+    the connection, None forwards the request; answers go back in request order, as Kafka's do."""
+
+    CUT = b"cut"
 
     def __init__(self, port: int, broker_port: int) -> None:
         self.broker_port = broker_port
-        self.holding = threading.Event()
-        self.answered = 0  # OffsetCommits the proxy answered
         self._listener = socket.create_server(("127.0.0.1", port))
         self._sockets: list[socket.socket] = [self._listener]
         self._threads = [threading.Thread(target=self._accept, daemon=True)]
         self._threads[0].start()
 
-    def __enter__(self) -> CommitHoldingProxy:
+    def intercept(self, header: Any, frame: bytes) -> bytes | None:
+        return None
+
+    def __enter__(self) -> Any:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -1170,22 +1173,18 @@ class CommitHoldingProxy:
 
         try:
             while (frame := _proxied_frame(client)) is not None:
-                header, offset = P.decode_request_header(frame[4:])
-                if header.api_key == P.ApiKey.OFFSET_COMMIT and self.holding.is_set():
-                    request = P.decode_request(header, frame[4:], offset)
-                    body = P.Struct(throttle_time_ms=0, topics=[P.Struct(
-                        name=t.name, partitions=[P.Struct(partition_index=p.partition_index,
-                                                          error_code=P.errors.ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-                                                 for p in t.partitions]) for t in request.topics])
-                    answers.put(b"".join(bytes(c) for c in P.encode_response(
-                        header.api_key, header.api_version, header.correlation_id, body)))
-                    self.answered += 1
+                header, _offset = P.decode_request_header(frame[4:])
+                answer = self.intercept(header, frame)
+                if answer == self.CUT:
+                    break
+                if answer is not None:
+                    answers.put(answer)
                 else:
                     answers.put(None)
                     broker.sendall(frame)
         except OSError:
             pass
-        answers.put(b"")  # the client left: stop answering
+        answers.put(b"")  # the client left (or is cut off): stop answering
 
     def _answers(self, client: socket.socket, broker: socket.socket, answers: queue.Queue[bytes | None]) -> None:
         try:
@@ -1196,8 +1195,173 @@ class CommitHoldingProxy:
                 client.sendall(answer)
         except OSError:
             pass
-        client.close()
-        broker.close()
+        for s in (client, broker):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+
+class CommitHoldingProxy(InterceptingProxy):
+    """While ``holding`` is set, answers every OffsetCommit itself with COORDINATOR_LOAD_IN_PROGRESS (the client
+    retries, as when the coordinator's answer does not come) and forwards everything else."""
+
+    def __init__(self, port: int, broker_port: int) -> None:
+        self.holding = threading.Event()
+        self.answered = 0  # OffsetCommits the proxy answered
+        super().__init__(port, broker_port)
+
+    def intercept(self, header: Any, frame: bytes) -> bytes | None:
+        from klog import protocol as P
+
+        if header.api_key != P.ApiKey.OFFSET_COMMIT or not self.holding.is_set():
+            return None
+        _header, offset = P.decode_request_header(frame[4:])
+        request = P.decode_request(header, frame[4:], offset)
+        body = P.Struct(throttle_time_ms=0, topics=[P.Struct(
+            name=t.name, partitions=[P.Struct(partition_index=p.partition_index,
+                                              error_code=P.errors.ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+                                     for p in t.partitions]) for t in request.topics])
+        self.answered += 1
+        return b"".join(bytes(c) for c in P.encode_response(header.api_key, header.api_version,
+                                                             header.correlation_id, body))
+
+
+class MetadataCuttingProxy(InterceptingProxy):
+    """While ``cutting`` is set, closes every connection a Metadata request arrives on (the refresh fails with a
+    lost connection); ``cut_at``: when each was cut."""
+
+    def __init__(self, port: int, broker_port: int) -> None:
+        self.cutting = threading.Event()
+        self.cut_at: list[float] = []
+        super().__init__(port, broker_port)
+
+    def intercept(self, header: Any, frame: bytes) -> bytes | None:
+        from klog import protocol as P
+
+        if header.api_key != P.ApiKey.METADATA or not self.cutting.is_set():
+            return None
+        self.cut_at.append(time.monotonic())
+        return self.CUT
+
+
+def test_fetcher_waiting_for_a_leader_is_woken_soon_after_a_failed_metadata_refresh(tmp_path: Any) -> None:
+    # A fetcher holding a partition whose leader is unknown waits for a metadata refresh to wake it. A refresh
+    # that fails (every Metadata request cut off for longer than request.timeout.ms) is retried after
+    # retry.backoff.ms, as Kafka's clients do, not left to the periodic refresh metadata.max.age.ms (5 minutes) later.
+    from klog.testing.ports import free_port
+
+    broker_port, proxy_port = free_port(), free_port()
+    request_timeout_s = 2.0
+    config = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}"}
+    with MetadataCuttingProxy(proxy_port, broker_port) as proxy, \
+            klog.Broker(data_dir=str(tmp_path), port=broker_port, config=config):
+        bootstrap = f"127.0.0.1:{proxy_port}"
+        tp = TopicPartition(f"t-{uuid.uuid4().hex[:12]}", 0)
+        with klog.Consumer(bootstrap_servers=bootstrap, request_timeout_ms=int(request_timeout_s * 1000)) as c:
+            c.assign([tp])
+            c.seek(tp, 0)   # a position, and no leader yet: the topic does not exist
+            proxy.cutting.set()
+            deadline = time.monotonic() + DEADLINE_S
+            while time.monotonic() < deadline and not (
+                    proxy.cut_at and proxy.cut_at[-1] > proxy.cut_at[0] + request_timeout_s):
+                c.poll(timeout=0.2)
+            # a Metadata request cut after the deadline of the refresh that met the first cut: that refresh failed
+            assert proxy.cut_at and proxy.cut_at[-1] > proxy.cut_at[0] + request_timeout_s
+            proxy.cutting.clear()
+            with klog.AdminClient(bootstrap) as admin:
+                admin.create_topics([tp.topic], num_partitions=1, replication_factor=1)
+            with klog.Producer(bootstrap) as p:
+                p.send(tp.topic, b"after", partition=0)
+                p.flush()
+            assert [r.value for r in wait_records(c, 1)] == [b"after"]
+
+
+def _kip848_broker_behind(proxy_port: int, broker_port: int, tmp_path: Any) -> klog.Broker:
+    """A klog broker advertising the proxy's port (every connection goes through it), heartbeats every second."""
+    config = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}",
+              "group.consumer.heartbeat.interval.ms": 1000, "group.consumer.min.heartbeat.interval.ms": 1000}
+    return klog.Broker(data_dir=str(tmp_path), port=broker_port, config=config)
+
+
+@contextlib.contextmanager
+def _second_member(topic: str, common: dict[str, Any]) -> Iterator[threading.Event]:
+    """A second member of the group, polling in its own thread until the block ends; the event: it was given
+    partitions."""
+    assigned = threading.Event()
+    stop = threading.Event()
+
+    def run() -> None:
+        with klog.Consumer(topic, on_assign=lambda c, parts: parts and assigned.set(), **common) as c2:
+            while not stop.is_set():
+                c2.poll(timeout=0.2)
+
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        yield assigned
+    finally:
+        stop.set()
+        t.join(timeout=DEADLINE_S)
+
+
+def _poll_until_one_partition_handed_over(c1: klog.Consumer, c2_assigned: threading.Event) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline and not (c2_assigned.is_set() and len(c1.assignment()) == 1):
+        c1.poll(timeout=0.2)
+
+
+class HeartbeatAckRefusingProxy(InterceptingProxy):
+    """Answers the first ``errors`` ConsumerGroupHeartbeats that acknowledge exactly one owned partition (a member
+    that gave one of its two up) with ``error_code`` itself; ``answered_at``: when it did."""
+
+    def __init__(self, port: int, broker_port: int, error_code: int, errors: int) -> None:
+        self.error_code = error_code
+        self.errors = errors
+        self.answered_at: list[float] = []
+        super().__init__(port, broker_port)
+
+    def intercept(self, header: Any, frame: bytes) -> bytes | None:
+        from klog import protocol as P
+
+        if header.api_key != P.ApiKey.CONSUMER_GROUP_HEARTBEAT or len(self.answered_at) >= self.errors:
+            return None
+        _header, offset = P.decode_request_header(frame[4:])
+        request = P.decode_request(header, frame[4:], offset)
+        if request.member_epoch <= 0 or request.topic_partitions is None or \
+                sum(len(t.partitions) for t in request.topic_partitions) != 1:
+            return None
+        self.answered_at.append(time.monotonic())
+        body = P.Struct(throttle_time_ms=0, error_code=self.error_code, error_message=None, member_id=None,
+                        member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+        return b"".join(bytes(c) for c in P.encode_response(header.api_key, header.api_version,
+                                                             header.correlation_id, body))
+
+
+@pytest.mark.parametrize("error", ["NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS"])
+def test_consumer_group_protocol_revocation_acknowledgement_refused_with_a_retriable_error_is_sent_again_after_backoff(
+        tmp_path: Any, error: str) -> None:
+    # c1 gives a partition up for c2; the coordinator answers its acknowledgement with a retriable error 5 times
+    # (moved, loading). c1 sends it again each time, after retry.backoff.ms growing to retry.backoff.max.ms (as
+    # Java's heartbeat manager): c2 gets the partition. An answered error is no acknowledgement, and no reason to
+    # hammer the coordinator either.
+    from klog.protocol.errors import ErrorCode
+    from klog.testing.ports import free_port
+
+    broker_port, proxy_port = free_port(), free_port()
+    with HeartbeatAckRefusingProxy(proxy_port, broker_port, ErrorCode[error], 5) as proxy, \
+            _kip848_broker_behind(proxy_port, broker_port, tmp_path):
+        bootstrap = f"127.0.0.1:{proxy_port}"
+        with klog.AdminClient(bootstrap) as admin:
+            topic, common = _kip848_group_over_twenty_records(bootstrap, admin)
+        # short fetch waits: an answer to a heartbeat, sent behind a fetch on one connection, waits for the fetch's
+        common["fetch_max_wait_ms"] = 20
+        with klog.Consumer(topic, **common) as c1:
+            assert len(wait_records(c1, 20)) == 20
+            with _second_member(topic, common) as c2_assigned:
+                _poll_until_one_partition_handed_over(c1, c2_assigned)
+                assert len(proxy.answered_at) == 5 and c2_assigned.is_set() and len(c1.assignment()) == 1
+        # the 4 backoffs between the refusals: at least 0.8 * (100 + 200 + 400 + 800) ms (the jitter's low end)
+        assert proxy.answered_at[-1] - proxy.answered_at[0] >= 1.2
 
 
 def test_consumer_group_protocol_commit_retried_across_a_rebalance_is_refused_not_written_with_the_new_epoch(
@@ -1207,21 +1371,10 @@ def test_consumer_group_protocol_commit_retried_across_a_rebalance_is_refused_no
     from klog.testing.ports import free_port
 
     broker_port, proxy_port = free_port(), free_port()
-    config = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}",
-              "group.consumer.heartbeat.interval.ms": 1000, "group.consumer.min.heartbeat.interval.ms": 1000}
-    with CommitHoldingProxy(proxy_port, broker_port) as proxy, \
-            klog.Broker(data_dir=str(tmp_path), port=broker_port, config=config):
+    with CommitHoldingProxy(proxy_port, broker_port) as proxy, _kip848_broker_behind(proxy_port, broker_port, tmp_path):
         bootstrap = f"127.0.0.1:{proxy_port}"
         with klog.AdminClient(bootstrap) as admin:
             topic, common = _kip848_group_over_twenty_records(bootstrap, admin)
-            c2_assigned = threading.Event()
-            stop = threading.Event()
-
-            def run_c2() -> None:
-                with klog.Consumer(topic, on_assign=lambda c, parts: parts and c2_assigned.set(), **common) as c2:
-                    while not stop.is_set():
-                        c2.poll(timeout=0.2)
-
             with klog.Consumer(topic, **common) as c1:
                 assert len(wait_records(c1, 20)) == 20
                 proxy.holding.set()
@@ -1230,17 +1383,10 @@ def test_consumer_group_protocol_commit_retried_across_a_rebalance_is_refused_no
                 while time.monotonic() < deadline and not proxy.answered:
                     c1.poll(timeout=0.2)
                 assert proxy.answered and not stale.done()
-                t = threading.Thread(target=run_c2)
-                t.start()
-                try:
-                    deadline = time.monotonic() + DEADLINE_S
-                    while time.monotonic() < deadline and not (c2_assigned.is_set() and len(c1.assignment()) == 1):
-                        c1.poll(timeout=0.2)
+                with _second_member(topic, common) as c2_assigned:
+                    _poll_until_one_partition_handed_over(c1, c2_assigned)
                     assert c2_assigned.is_set() and len(c1.assignment()) == 1
                     proxy.holding.clear()
                     with pytest.raises(CommitFailedError):
                         stale.result(timeout=DEADLINE_S)
-                finally:
-                    stop.set()
-                    t.join(timeout=DEADLINE_S)
             assert admin.list_group_offsets(common["group_id"]) == {}

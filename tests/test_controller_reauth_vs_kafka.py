@@ -4,7 +4,8 @@ klog and on Apache Kafka 4.x from the same properties (one combined node; the Ka
 A login's SaslAuthenticate answer names the session's lifetime; a client that logs in again on the open connection
 (SaslHandshake, SaslAuthenticate, the same principal) keeps it past the first session's end; one that does not is
 disconnected at its next request after the end; one that re-authenticates as another principal is refused
-SASL_AUTHENTICATION_FAILED and disconnected. The node itself (its broker's own connections to the controller
+SASL_AUTHENTICATION_FAILED and disconnected, as is one naming another SASL mechanism than its login's (after the
+handshake's answer) or one the listener does not offer (unanswered). The node itself (its broker's own connections to the controller
 listener) keeps working across several session ends."""
 
 from __future__ import annotations
@@ -26,11 +27,14 @@ pytestmark = pytest.mark.timeout(300)
 REAUTH_MS = 3000
 CONTROLLER_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" '
                    'password="controller-secret" user_controller="controller-secret" user_other="other-secret";')
+OAUTH_JAAS = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+              'unsecuredLoginStringClaim_sub="controller";')
 PROPERTIES = {
     "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",
     "sasl.mechanism.controller.protocol": "PLAIN",
-    "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+    "listener.name.controller.sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
     "listener.name.controller.plain.sasl.jaas.config": CONTROLLER_JAAS,
+    "listener.name.controller.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
     "listener.name.controller.connections.max.reauth.ms": REAUTH_MS,
     "offsets.topic.replication.factor": 1,
 }
@@ -51,9 +55,11 @@ class Raw(WireClient):
 
     def login(self, user: str) -> Any:
         """SaslHandshake v1 then SaslAuthenticate v2 with PLAIN: the SaslAuthenticate answer."""
-        handshake = self.request(17, 1, {"mechanism": "PLAIN"})
-        assert handshake.error_code == ErrorCode.NONE, handshake
+        assert self.handshake("PLAIN") == ErrorCode.NONE
         return self.request(36, 2, {"auth_bytes": f"\0{user}\0{user}-secret".encode()})
+
+    def handshake(self, mechanism: str) -> int:
+        return int(self.request(17, 1, {"mechanism": mechanism}).error_code)
 
     def api_versions(self) -> int:
         return int(self.request(18, 3, {"client_software_name": "reauth-test", "client_software_version": "1"})
@@ -86,9 +92,35 @@ def test_a_re_authentication_as_another_principal_is_refused_and_closes_the_conn
     try:
         assert raw.login("controller").error_code == ErrorCode.NONE
         time.sleep(1.2)
-        assert raw.login("other").error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        refused = raw.login("other")
+        assert (refused.error_code, refused.error_message) == (
+            ErrorCode.SASL_AUTHENTICATION_FAILED,
+            "Cannot change principals during re-authentication from User.controller: User.other")
         with pytest.raises(OSError):
             raw.api_versions()
+    finally:
+        raw.close()
+
+
+def test_a_re_authentication_with_another_mechanism_closes_the_connection_unanswered(node: Any) -> None:
+    """The handshake names another mechanism the listener offers (OAUTHBEARER after a PLAIN login): answered, as
+    Kafka's SaslServerAuthenticator does, and the next request ends the connection without an answer."""
+    raw = Raw(node.controller_ports[node.controller_ids[0]])
+    try:
+        assert raw.login("controller").error_code == ErrorCode.NONE
+        assert raw.handshake("OAUTHBEARER") == ErrorCode.NONE
+        with pytest.raises(OSError):
+            raw.api_versions()
+    finally:
+        raw.close()
+
+
+def test_a_re_authentication_with_a_mechanism_not_offered_closes_the_connection_unanswered(node: Any) -> None:
+    raw = Raw(node.controller_ports[node.controller_ids[0]])
+    try:
+        assert raw.login("controller").error_code == ErrorCode.NONE
+        with pytest.raises(OSError):
+            raw.handshake("SCRAM-SHA-512")
     finally:
         raw.close()
 

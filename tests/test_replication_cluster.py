@@ -412,6 +412,57 @@ def test_an_idempotent_producer_writes_through_a_leader_failover_without_duplica
             == FENCED_LEADER_EPOCH, node
 
 
+def _list_offsets_code(cluster: Cluster, node: int, topic: str, leader_epoch: int, version: int = 7) -> int:
+    body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+        {"partition_index": 0, "current_leader_epoch": leader_epoch, "timestamp": -1}]}]}
+    with cluster.wire(node) as wire:
+        return int(wire.request(ApiKey.LIST_OFFSETS, version, body).topics[0].partitions[0].error_code)
+
+
+def _offset_for_leader_epoch_code(cluster: Cluster, node: int, topic: str, leader_epoch: int, version: int = 4
+                                  ) -> int:
+    body = {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
+        {"partition": 0, "current_leader_epoch": leader_epoch, "leader_epoch": 0}]}]}
+    with cluster.wire(node) as wire:
+        return int(wire.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, body).topics[0].partitions[0].error_code)
+
+
+def test_requests_naming_an_older_leader_epoch_are_fenced_and_a_newer_one_unknown_on_the_leader_and_a_follower(
+        cluster: Cluster) -> None:
+    """KIP-320 (Kafka's Partition.getLocalLog / checkCurrentLeaderEpoch): after a leader change (the leader shut
+    down), Fetch v9+ (a consumer's, v9 and v12), ListOffsets v4+ and OffsetForLeaderEpoch v2+ naming the epoch
+    before the partition's current one are answered FENCED_LEADER_EPOCH, naming the one after UNKNOWN_LEADER_EPOCH,
+    by the leader and by a follower alike: the epoch is checked before whether this broker leads the partition
+    (a follower answers NOT_LEADER_OR_FOLLOWER to a ListOffsets or an OffsetForLeaderEpoch only in the current
+    epoch)."""
+    topic = create_rf3_topic(cluster, 1)
+    cluster.produce(topic, [0], 10)
+    old_leader = _leader(cluster, topic)
+    assert cluster.stop_node(old_leader) in ((0,) if cluster.kind == "klog" else (0, 143))
+    leader = cluster.wait_for_leader(topic, 0, exclude=old_leader)
+    follower = next(i for i in cluster.node_ids if i not in (old_leader, leader))
+    meta, topic_id = _partition_meta(cluster, leader, topic)
+    epoch = meta.leader_epoch
+    assert epoch > 0
+    for node in (leader, follower):   # each broker in the new epoch
+        wait(lambda node=node: _fetch(cluster, node, topic, topic_id, 0, leader_epoch=epoch,
+                                      version=12).error_code == 0, f"node {node} in leader epoch {epoch}")
+    answers = {}
+    for role, node in (("leader", leader), ("follower", follower)):
+        for name, delta in (("older", -1), ("newer", 1)):
+            answers[role, name] = (
+                int(_fetch(cluster, node, topic, topic_id, 0, leader_epoch=epoch + delta, version=9).error_code),
+                int(_fetch(cluster, node, topic, topic_id, 0, leader_epoch=epoch + delta, version=12).error_code),
+                _list_offsets_code(cluster, node, topic, epoch + delta),
+                _offset_for_leader_epoch_code(cluster, node, topic, epoch + delta))
+        answers[role, "current"] = (_list_offsets_code(cluster, node, topic, epoch),
+                                    _offset_for_leader_epoch_code(cluster, node, topic, epoch))
+    assert answers == {
+        ("leader", "older"): (FENCED_LEADER_EPOCH,) * 4, ("leader", "newer"): (UNKNOWN_LEADER_EPOCH,) * 4,
+        ("follower", "older"): (FENCED_LEADER_EPOCH,) * 4, ("follower", "newer"): (UNKNOWN_LEADER_EPOCH,) * 4,
+        ("leader", "current"): (0, 0), ("follower", "current"): (NOT_LEADER_OR_FOLLOWER,) * 2}
+
+
 def test_a_lagging_follower_leaves_the_isr_min_insync_refuses_acks_all_until_it_caught_up_again(
         cluster: Cluster) -> None:
     topic = create_rf3_topic(cluster, 1, {"min.insync.replicas": "3"})

@@ -1268,3 +1268,49 @@ def test_share_fetch_waiting_for_the_lock_window_gets_the_records_anothers_piggy
     finally:
         for m in members:
             m.close()
+
+
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
+def test_acknowledgements_a_poll_sends_are_reported_to_the_commit_callback_also_when_its_share_fetch_fails(
+        tmp_path, kind):
+    """Acknowledgements ride on the next poll's ShareFetch. The acknowledgement commit callback (Kafka's
+    AcknowledgementCommitCallback) is told their outcome: made, when the ShareFetch is answered; the exception, when
+    it fails (here: the broker stopped); before, a failed ShareFetch dropped them and nothing told the caller."""
+    told = []
+    with contextlib.ExitStack() as running:
+        if kind == "klog":
+            bootstrap = running.enter_context(klog.Broker(str(tmp_path / "b"), config=dict(PROPERTIES))).bootstrap_servers
+        else:
+            from klog.testing.kafka import KafkaStartError, apache_kafka
+
+            try:
+                bootstrap = str(running.enter_context(apache_kafka(tmp_path / "b", config=dict(PROPERTIES))))
+            except (KafkaStartError, FileNotFoundError) as exc:
+                pytest.skip(f"Apache Kafka unavailable: {exc}")
+        broker = _Server(kind, bootstrap)
+        topic = _topic(broker)
+        c = klog.ShareConsumer(topic, bootstrap_servers=bootstrap, group_id=f"g-{topic}",
+                               acknowledgement_mode="explicit",
+                               acknowledgement_commit_callback=lambda offsets, exc: told.append((offsets, exc)))
+        try:
+            _join(broker, topic, [c])
+            _produce(broker, topic, [b"accept-me"])
+            [(_, accepted)] = _drain([c], 1)
+            c.acknowledge(accepted, "accept")
+            deadline = time.monotonic() + 15
+            while not any(accepted.offset in offsets.get((topic, 0), ()) for offsets, _ in told):
+                assert time.monotonic() < deadline, told
+                assert c.poll(timeout=0.2) == []   # sends the acceptance on its ShareFetch
+            assert [exc for offsets, exc in told if accepted.offset in offsets.get((topic, 0), ())] == [None]
+            _produce(broker, topic, [b"reject-me"])
+            [(_, rejected)] = _drain([c], 1)
+            c.acknowledge(rejected, "reject")
+            running.close()   # the broker stops: the next ShareFetch, carrying the rejection, fails
+            deadline = time.monotonic() + 30
+            while not any(rejected.offset in offsets.get((topic, 0), ()) for offsets, _ in told):
+                assert time.monotonic() < deadline, told
+                c.poll(timeout=0.2)
+            [failed] = [exc for offsets, exc in told if rejected.offset in offsets.get((topic, 0), ())]
+            assert isinstance(failed, Exception)
+        finally:
+            c.close()

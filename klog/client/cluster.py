@@ -133,6 +133,9 @@ class ClusterClient:
         self._refresh: asyncio.Future[ClusterMetadata] | None = None
         self._refresh_requested = False
         self._update_scheduled = False
+        #: Consecutive failed refreshes, and when the next one may start (Kafka's exponential refresh backoff).
+        self._refresh_failures = 0
+        self._refresh_retry_at = 0.0
         self._closed = False
         self._retry = Backoff(config["retry.backoff.ms"], config["retry.backoff.max.ms"])
         self._reconnect = Backoff(config["reconnect.backoff.ms"], config["reconnect.backoff.max.ms"])
@@ -296,8 +299,9 @@ class ClusterClient:
         if self._closed or (self._refresh is not None and not self._refresh.done()) or self._update_scheduled:
             return
         loop = asyncio.get_running_loop()
-        # At most one refresh per retry.backoff.ms however often callers ask (missing topics, stale leaders).
-        wait = self.metadata.updated_at + self._retry.initial - time.monotonic()
+        # At most one refresh per retry.backoff.ms however often callers ask (missing topics, stale leaders),
+        # and after failed refreshes not before their exponential backoff ends.
+        wait = max(self.metadata.updated_at + self._retry.initial, self._refresh_retry_at) - time.monotonic()
         if wait > 0:
             self._update_scheduled = True
             loop.call_later(wait, self._scheduled_update)
@@ -321,10 +325,17 @@ class ClusterClient:
             self.request_update()
 
     async def _quiet_refresh(self, topics: Iterable[str] | None = None) -> None:
+        """A refresh someone asked for in the background: one that fails is asked for again (after the failure
+        backoff), as Kafka's clients keep an update requested until one succeeds. Without that, whoever waits for a
+        refresh's listeners (a fetcher for a partition whose leader is unknown) would wait for the periodic refresh,
+        metadata.max.age.ms later."""
         try:
             await self.refresh_metadata(topics)
-        except (KafkaError, asyncio.CancelledError) as e:
+        except asyncio.CancelledError as e:
             log.debug("metadata refresh failed: %s", e)
+        except KafkaError as e:
+            log.debug("metadata refresh failed, retried after a backoff: %s", e)
+            self.request_update()
 
     async def refresh_metadata(self, topics: Iterable[str] | None = None, *,
                                timeout: float | None = None) -> ClusterMetadata:
@@ -341,6 +352,14 @@ class ClusterClient:
 
     async def _do_refresh(self, timeout: float | None) -> ClusterMetadata:
         self._refresh_requested = False
+        try:
+            return await self._refresh_once(timeout)
+        except KafkaError:
+            self._refresh_retry_at = time.monotonic() + self._retry.delay(self._refresh_failures)
+            self._refresh_failures += 1
+            raise
+
+    async def _refresh_once(self, timeout: float | None) -> ClusterMetadata:
         deadline = time.monotonic() + (timeout if timeout is not None
                                        else self.config["request.timeout.ms"] / 1000.0)
         attempt = 0
@@ -358,6 +377,8 @@ class ClusterClient:
                     raise KafkaTimeoutError(f"metadata refresh failed: {e}") from None
                 await asyncio.sleep(self._retry.delay(attempt))
                 attempt += 1
+        self._refresh_failures = 0
+        self._refresh_retry_at = 0.0
         self._apply_metadata(response)
         for fn in self._metadata_listeners:
             try:

@@ -412,16 +412,22 @@ class ConsumerCore:
                 self._state(tp).paused = False
         self._fetch_wakeup.set()
 
+    # The readers below run on the user's thread (a blocking Consumer's poll and accessors) while the loop thread
+    # changes the assignment (a subscription without a group follows the metadata): they read it under the lock
+    # its writers hold, else a change during the iteration raises "dictionary changed size during iteration".
+    def assigned(self) -> set[TopicPartition]:
+        with self.lock:
+            return set(self.assignment)
+
     def paused(self) -> set[TopicPartition]:
-        return {tp for tp, st in self.assignment.items() if st.paused}
+        with self.lock:
+            return {tp for tp, st in self.assignment.items() if st.paused}
 
     def needs_positions(self) -> bool:
-        if self._needs_committed:
-            return True
-        for st in self.assignment.values():
-            if st.position is None or st.reset is not None:
+        with self.lock:
+            if self._needs_committed:
                 return True
-        return False
+            return any(st.position is None or st.reset is not None for st in self.assignment.values())
 
     async def update_positions(self, timeout: float | None = None) -> None:
         """Give every assigned partition a position: committed offset, else auto.offset.reset (ListOffsets)."""

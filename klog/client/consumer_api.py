@@ -201,7 +201,7 @@ class AsyncConsumer:
         self._core.assign(_tps(partitions))
 
     def assignment(self) -> set[TopicPartition]:
-        return set(self._core.assignment)
+        return self._core.assigned()
 
     def subscription(self) -> set[str]:
         return self._core.subscription()
@@ -350,11 +350,11 @@ class AsyncConsumer:
         self._core.seek(TopicPartition(*partition), offset)
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
-        self._core.request_reset(_tps(partitions) if partitions is not None else list(self._core.assignment),
+        self._core.request_reset(_tps(partitions) if partitions is not None else list(self._core.assigned()),
                                  "earliest")
 
     def seek_to_end(self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None) -> None:
-        self._core.request_reset(_tps(partitions) if partitions is not None else list(self._core.assignment),
+        self._core.request_reset(_tps(partitions) if partitions is not None else list(self._core.assigned()),
                                  "latest")
 
     async def position(self, partition: TopicPartition | tuple[str, int], timeout: float | None = None) -> int:

@@ -613,6 +613,8 @@ class ConsumerGroupMember(_CoordinatorMixin):
         self._lost = False
         self._send_subscription = True
         self._ack_needed = False
+        #: Counts reconciliations: an answered heartbeat acknowledges the one it was sent after, not a later one.
+        self._ack_seq = 0
         #: Set when an acknowledgement is due: the heartbeat loop sends it without waiting out its interval.
         self._ack_due = asyncio.Event()
         self._heartbeat: asyncio.Task[None] | None = None
@@ -775,6 +777,7 @@ class ConsumerGroupMember(_CoordinatorMixin):
         the commit not yet made."""
         self.owned = (self.owned - set(step.revoked)) | set(step.assigned)
         self._ack_needed = True
+        self._ack_seq += 1
         self._ack_due.set()
 
     def _start_heartbeat(self) -> None:
@@ -785,8 +788,9 @@ class ConsumerGroupMember(_CoordinatorMixin):
     async def _heartbeat_loop(self) -> None:
         core = self.core
         max_poll = self.rebalance_timeout_ms / 1000.0
+        failures = 0   # heartbeats failed in a row: a failed one is retried after Kafka's exponential backoff
         while not self._stopped:
-            if not self._ack_needed:
+            if not self._ack_needed and not failures:
                 self._ack_due.clear()
                 try:
                     await asyncio.wait_for(self._ack_due.wait(), self.heartbeat_interval)
@@ -801,18 +805,25 @@ class ConsumerGroupMember(_CoordinatorMixin):
                 self._fenced()
                 return
             try:
-                # Only an answered request that carried the owned partitions acknowledged them (a reconciliation
-                # may end while a heartbeat without them is under way).
-                acking = self._ack_needed
+                # Only a request that carried the owned partitions and was answered without an error acknowledged
+                # them, and only the reconciliation they were sent after (another may end while it is under way).
+                acking = self._ack_seq if self._ack_needed else None
                 r = await self._heartbeat_request()
-                if acking:
-                    self._ack_needed = False
                 self._apply_response(r)
-            except (KafkaConnectionError, KafkaTimeoutError) as e:
-                log.debug("group %s: heartbeat failed: %s", self.group_id, e)
-                await asyncio.sleep(self._backoff.delay(0))
+                if acking is not None and acking == self._ack_seq:
+                    self._ack_needed = False
+                failures = 0
             except KafkaError as e:
-                log.warning("group %s: heartbeat error: %s", self.group_id, e)
+                # Connection errors, and error answers (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...; the
+                # coordinator is looked up again after the first): an acknowledgement stays due, and is sent again
+                # after retry.backoff.ms growing to retry.backoff.max.ms, as Java's heartbeat manager does, not at
+                # once (a loop hammering the coordinator).
+                if isinstance(e, (KafkaConnectionError, KafkaTimeoutError)):
+                    log.debug("group %s: heartbeat failed: %s", self.group_id, e)
+                else:
+                    log.warning("group %s: heartbeat error: %s", self.group_id, e)
+                await asyncio.sleep(self._backoff.delay(failures))
+                failures += 1
             if self._lost:
                 return
 

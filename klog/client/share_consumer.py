@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Optional
 
 from klog.protocol import ApiKey, Struct
@@ -162,6 +162,16 @@ class _Acks:
         return [Struct(first_offset=first, last_offset=last, acknowledge_types=[kind])
                 for first, last, kind in self.runs()]
 
+    def offsets(self) -> set[int]:
+        """Every offset acknowledged (what the acknowledgement commit callback is told)."""
+        return {o for first, last in zip(self.firsts, self.lasts) for o in range(first, last + 1)}
+
+
+#: ``callback(offsets, exception)``: ``offsets`` maps (topic, partition) to the offsets whose acknowledgements one
+#: request carried; ``exception`` None when the broker made them, else why they were not (Kafka's
+#: ``AcknowledgementCommitCallback.onComplete``)
+AcknowledgementCommitCallback = Callable[[dict[tuple[str, int], set[int]], Optional[Exception]], Any]
+
 
 class _Piece(NamedTuple):
     """One partition's rows of a ShareFetch response as Arrow (poll_batch's columns), with their offsets."""
@@ -235,7 +245,9 @@ class AsyncShareConsumer:
     """The asyncio share consumer (``klog.aio.ShareConsumer``)."""
 
     def __init__(self, *topics: str, bootstrap_servers: str | Sequence[str] | None = None,
-                 group_id: str | None = None, acknowledgement_mode: str = "implicit", **config: Any) -> None:
+                 group_id: str | None = None, acknowledgement_mode: str = "implicit",
+                 acknowledgement_commit_callback: AcknowledgementCommitCallback | None = None,
+                 **config: Any) -> None:
         if not group_id:
             raise ValueError("a share consumer needs a group_id")
         if acknowledgement_mode not in ("implicit", "explicit"):
@@ -281,6 +293,12 @@ class AsyncShareConsumer:
         #: _pending by the loop before it next reads them: no hand-off to the loop per acknowledge_batch()
         self._deferred: collections.deque[list[_BatchAcks]] = collections.deque()
         self._closed = False
+        self._ack_callback = acknowledgement_commit_callback
+        #: the outcomes of sent acknowledgements the callback has not been told yet: (offsets, exception)
+        self._ack_outcomes: collections.deque[tuple[dict[tuple[str, int], set[int]], Exception | None]] = \
+            collections.deque()
+        #: the blocking client tells the callback in its caller's thread (Kafka's: the application thread)
+        self._callback_in_caller = False
         #: The one rule for state a caller's thread shares with the event loop (the blocking client's
         #: acknowledge_batch runs in the caller's thread): _held, _delivered, _last_batch/_last_plan, _deferred and
         #: _closed change only under this lock, taken in synchronous sections only (never across an await), so an
@@ -331,6 +349,7 @@ class AsyncShareConsumer:
             self.member_epoch = -1
             await self._heartbeat()
         await self.cluster.close()
+        self._tell_ack_callback()
 
     # -- membership -------------------------------------------------------------------------------------------
     async def _heartbeat(self) -> None:
@@ -376,6 +395,30 @@ class AsyncShareConsumer:
                 await self._heartbeat()
 
     # -- acknowledgement --------------------------------------------------------------------------------------
+    def set_acknowledgement_commit_callback(self, callback: AcknowledgementCommitCallback | None) -> None:
+        """``callback(offsets, exception)`` is told the outcome of every acknowledgement sent, by a commit or on a
+        poll's ShareFetch (``exception`` None: made), at the next poll, commit or close (Kafka's
+        ``setAcknowledgementCommitCallback``)."""
+        self._ack_callback = callback
+
+    def _acks_completed(self, sent: dict[tuple[str, int], _Acks],
+                        outcomes: dict[tuple[str, int], Exception | None]) -> None:
+        """The acknowledgements ``sent`` (by partition) ended with ``outcomes``: kept for the callback."""
+        if self._ack_callback is None:
+            return
+        for tp, acks in sent.items():
+            if acks and tp in outcomes:
+                self._ack_outcomes.append(({tp: acks.offsets()}, outcomes[tp]))
+
+    def _tell_ack_callback(self, *, caller: bool = False) -> None:
+        """Tells the callback the outcomes kept (on the loop for the asyncio client; ``caller``: from the blocking
+        client's caller's thread). An exception the callback raises goes to the caller (the rest wait)."""
+        if caller != self._callback_in_caller:
+            return
+        while self._ack_outcomes and self._ack_callback is not None:
+            offsets, exc = self._ack_outcomes.popleft()
+            self._ack_callback(offsets, exc)
+
     def acknowledge(self, record: ShareRecord, type: str = AcknowledgeType.ACCEPT) -> None:
         """Acknowledges one record the last poll returned (sent with the next poll or commit)."""
         if type not in AcknowledgeType.IDS:
@@ -458,7 +501,9 @@ class AsyncShareConsumer:
             self._record_deferred()
             if not self.explicit:
                 self._implicit_accept()
-        return await asyncio.wait_for(self._acknowledge_all(close=False), timeout)
+        results = await asyncio.wait_for(self._acknowledge_all(close=False), timeout)
+        self._tell_ack_callback()
+        return results
 
     def commit_async(self) -> asyncio.Task[dict[tuple[str, int], Exception | None]]:
         """Sends the acknowledgements without waiting (the returned task has each partition's outcome)."""
@@ -474,6 +519,7 @@ class AsyncShareConsumer:
         renewals = {k for k in self._renewing
                     if (k[0], k[1]) in self._pending and self._pending[(k[0], k[1])].kind_of(k[2]) == _RENEW}
         pending = self._pending_by_leader()
+        sent = dict(self._pending)
         # as Kafka's ShareConsumeRequestManager, an acknowledgement that cannot be sent fails (the record's lock
         # runs out, it is delivered again) and says so in the result: none is dropped unreported
         for tp, unsent in self._pending.items():
@@ -517,16 +563,20 @@ class AsyncShareConsumer:
                 results.setdefault(tp, for_code(r.error_code) if r.error_code else for_code(
                     ErrorCode.INVALID_RECORD_STATE, f"no answer for {tp[0]}-{tp[1]}'s acknowledgements"))
         self._settle_renewals(renewals, results)
+        self._acks_completed(sent, results)
         return results
 
     # -- poll -------------------------------------------------------------------------------------------------
     async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ShareRecord]:
         """Acquires records (at most ``max_records``, default ``max.poll.records``) from the assigned partitions,
         waiting up to ``timeout`` seconds; sends the pending acknowledgements with the request."""
-        renewed = await self._before_poll()
-        if renewed:
-            return renewed
-        return await self._poll_pieces(timeout, max_records, arrow=False)
+        try:
+            renewed = await self._before_poll()
+            if renewed:
+                return renewed
+            return await self._poll_pieces(timeout, max_records, arrow=False)
+        finally:
+            self._tell_ack_callback()
 
     async def poll_batch(self, timeout: float = 1.0, max_records: int | None = None) -> Any:
         """Like :meth:`poll`, as one ``pyarrow.RecordBatch``: columns topic (dictionary), partition (int32),
@@ -535,10 +585,13 @@ class AsyncShareConsumer:
         with :meth:`acknowledge_batch` (explicit mode) or let the next poll accept them (implicit mode)."""
         import pyarrow as pa
 
-        renewed = await self._before_poll()
-        if renewed:
-            return _share_records_to_arrow(renewed)
-        pieces: list[_Piece] = await self._poll_pieces(timeout, max_records, arrow=True)
+        try:
+            renewed = await self._before_poll()
+            if renewed:
+                return _share_records_to_arrow(renewed)
+            pieces: list[_Piece] = await self._poll_pieces(timeout, max_records, arrow=True)
+        finally:
+            self._tell_ack_callback()
         if not pieces:
             return _empty_share_batch()
         if len(pieces) == 1:
@@ -705,12 +758,14 @@ class AsyncShareConsumer:
             batches = acks[tp].batches() if tp in acks and epoch != 0 else []
             topics.setdefault(tid, []).append(Struct(partition_index=tp[1], partition_max_bytes=0,
                                                      acknowledgement_batches=batches))
+        sent: dict[tuple[str, int], _Acks] = {}
         if epoch == 0:   # acknowledgements cannot open a session: keep them for the next request
             for tp, by_offset in acks.items():
                 kept = self._pending.setdefault(tp, by_offset)
                 if kept is not by_offset:   # acknowledged again since: those come later (and win)
                     kept.firsts[:0], kept.lasts[:0], kept.kinds[:0] = by_offset.firsts, by_offset.lasts, by_offset.kinds
         else:
+            sent = acks
             for tp in acks:
                 self._pending.pop(tp, None)
         # KIP-1222: RENEW acknowledgements go in a ShareFetch that fetches nothing (IsRenewAck, zero limits)
@@ -720,7 +775,23 @@ class AsyncShareConsumer:
                       max_wait_ms=limits[0], min_bytes=limits[1], max_bytes=limits[2],
                       max_records=limits[3], batch_size=max_records, share_acquire_mode=0, is_renew_ack=renew,
                       topics=[Struct(topic_id=t, partitions=ps) for t, ps in topics.items()], forgotten_topics_data=[])
-        r = await self.cluster.request(node, ApiKey.SHARE_FETCH, body, timeout=wait_ms / 1000 + 30)
+        try:
+            r = await self.cluster.request(node, ApiKey.SHARE_FETCH, body, timeout=wait_ms / 1000 + 30)
+        except Exception as exc:   # the acknowledgements it carried were not made (or not known to be): told so
+            self._acks_completed(sent, dict.fromkeys(sent, exc))
+            raise
+        if sent:
+            outcomes: dict[tuple[str, int], Exception | None] = {}
+            for t in r.responses:
+                for p in t.partitions:
+                    code = r.error_code or p.acknowledge_error_code
+                    outcomes[(self._ids.get(t.topic_id, ""), p.partition_index)] = for_code(
+                        code, p.acknowledge_error_message or "ShareFetch acknowledgements") if code else None
+            for tp in sent:
+                outcomes.setdefault(tp, for_code(r.error_code, f"ShareFetch: {r.error_message}") if r.error_code
+                                    else for_code(ErrorCode.INVALID_RECORD_STATE,
+                                                  f"no answer for {tp[0]}-{tp[1]}'s acknowledgements"))
+            self._acks_completed(sent, outcomes)
         if r.error_code:
             self._epochs[node] = 0
             if r.error_code in (ErrorCode.SHARE_SESSION_NOT_FOUND, ErrorCode.INVALID_SHARE_SESSION_EPOCH):
@@ -977,23 +1048,46 @@ class ShareConsumer(BlockingClient):
     _kind = "share consumer"
 
     def __init__(self, *topics: str, bootstrap_servers: str | Sequence[str] | None = None,
-                 group_id: str | None = None, acknowledgement_mode: str = "implicit", **config: Any) -> None:
+                 group_id: str | None = None, acknowledgement_mode: str = "implicit",
+                 acknowledgement_commit_callback: AcknowledgementCommitCallback | None = None,
+                 **config: Any) -> None:
         self._aio = AsyncShareConsumer(*topics, bootstrap_servers=bootstrap_servers, group_id=group_id,
-                                       acknowledgement_mode=acknowledgement_mode, **config)
+                                       acknowledgement_mode=acknowledgement_mode,
+                                       acknowledgement_commit_callback=acknowledgement_commit_callback, **config)
+        self._aio._callback_in_caller = True
         self._start_thread("klog-share-consumer", self._aio.start())
 
-    commit_sync = blocking(AsyncShareConsumer.commit_sync)
+    _commit_sync = blocking(AsyncShareConsumer.commit_sync)
+
+    def commit_sync(self, timeout: float | None = 30.0) -> dict[tuple[str, int], Exception | None]:
+        try:
+            return self._commit_sync(timeout)
+        finally:
+            self._aio._tell_ack_callback(caller=True)
+
+    commit_sync.__doc__ = AsyncShareConsumer.commit_sync.__doc__
+
+    def set_acknowledgement_commit_callback(self, callback: AcknowledgementCommitCallback | None) -> None:
+        self._aio.set_acknowledgement_commit_callback(callback)
+
+    set_acknowledgement_commit_callback.__doc__ = AsyncShareConsumer.set_acknowledgement_commit_callback.__doc__
 
     # poll and poll_batch run once per record batch: on the loop through LoopThread.run_lean (the lighter hand-off)
     def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ShareRecord]:
         if self._closed:
             raise ClientClosedError(f"{self._kind} closed")
-        return self._thread.run_lean(self._aio.poll(timeout, max_records))
+        try:
+            return self._thread.run_lean(self._aio.poll(timeout, max_records))
+        finally:
+            self._aio._tell_ack_callback(caller=True)
 
     def poll_batch(self, timeout: float = 1.0, max_records: int | None = None) -> Any:
         if self._closed:
             raise ClientClosedError(f"{self._kind} closed")
-        return self._thread.run_lean(self._aio.poll_batch(timeout, max_records))
+        try:
+            return self._thread.run_lean(self._aio.poll_batch(timeout, max_records))
+        finally:
+            self._aio._tell_ack_callback(caller=True)
 
     poll.__doc__ = AsyncShareConsumer.poll.__doc__
     poll_batch.__doc__ = AsyncShareConsumer.poll_batch.__doc__
@@ -1030,3 +1124,4 @@ class ShareConsumer(BlockingClient):
 
     def close(self) -> None:
         self._close_with(self._aio.close())
+        self._aio._tell_ack_callback(caller=True)

@@ -493,12 +493,14 @@ class ControllerListener:
         reauth = None
         if login is not None:   # a SASL listener: KIP-368 re-authentication on the logged-in connection
             apis.update({k: v for k, v in SASL_APIS.items() if k != 18})
-            reauth = Reauthentication(login, principal, address, login.session_end(writer))
+            reauth = Reauthentication(login, principal, address, login.session_end(writer), login.mechanism(writer))
 
         def authorized(api_key: int, request: object, header: RequestHeader | None = None, peer: object = None
                        ) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
             version = int(header.api_version) if header is not None else 0
             if reauth is not None:
+                if reauth.refused is not None:
+                    return reauth.refuse()
                 if api_key == 17:
                     return reauth.handshake(version, str(getattr(request, "mechanism", "")))
                 if api_key == 36:

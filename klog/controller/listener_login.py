@@ -34,7 +34,8 @@ from klog.protocol import ProtocolError, decode_request, decode_request_header, 
 from klog.protocol.errors import ErrorCode
 from klog.security.principal import KafkaPrincipal
 from klog.security.oauth import Validator
-from klog.security.sasl import OAUTHBEARER, AuthenticationFailed, SaslSession, listener_jaas, listener_oauth_validator
+from klog.security.sasl import (OAUTHBEARER, AuthenticationFailed, SaslSession, listener_jaas, listener_oauth_validator,
+                                principal_changed, reauth_mechanism_refusal)
 from klog.security.scram import ScramCredential, mechanism_type
 
 __all__ = ["ControllerLogin", "LastAnswer", "LoginSettings", "Reauthentication", "login_settings"]
@@ -110,6 +111,8 @@ class ControllerLogin:
         self.failed_logins = 0
         #: when each open connection's session ends (monotonic seconds; absent: never)
         self._session_ends: weakref.WeakKeyDictionary[asyncio.StreamWriter, float] = weakref.WeakKeyDictionary()
+        #: each open connection's SASL mechanism (a re-authentication must use it, as on Kafka)
+        self._mechanisms: weakref.WeakKeyDictionary[asyncio.StreamWriter, str] = weakref.WeakKeyDictionary()
 
     # -- the login -------------------------------------------------------------------------------------------
     def _scram_lookup(self, mechanism: str, user: str) -> ScramCredential | None:
@@ -218,6 +221,8 @@ class ControllerLogin:
                 if session.principal is not None:
                     if lifetime is not None:
                         self._session_ends[writer] = time.monotonic() + lifetime / 1000
+                    if session.mechanism is not None:
+                        self._mechanisms[writer] = session.mechanism
                     await writer.drain()
                     return session.principal
             await writer.drain()
@@ -228,6 +233,10 @@ class ControllerLogin:
         None: never. klog's own protocols on the
         listener (Raft peers, observers) do not log in again in band: their connection is closed once it ended."""
         return self._session_ends.get(writer)
+
+    def mechanism(self, writer: asyncio.StreamWriter) -> str | None:
+        """The SASL mechanism ``writer``'s connection logged in with."""
+        return self._mechanisms.get(writer)
 
     def _api_keys(self) -> list[dict[str, int]]:
         """ApiVersions' list before the login (the full list comes once the client logged in)."""
@@ -253,10 +262,15 @@ class Reauthentication:
     and the client logs in again on the open connection (SaslHandshake then SaslAuthenticate, the same principal) at
     most once a second. ``session_end``: when the login's session ends (:meth:`ControllerLogin.session_end`)."""
 
-    def __init__(self, login: ControllerLogin, principal: KafkaPrincipal, peer: Any, session_end: float | None
-                 ) -> None:
+    def __init__(self, login: ControllerLogin, principal: KafkaPrincipal, peer: Any, session_end: float | None,
+                 mechanism: str | None = None) -> None:
         self.login = login
         self.principal = principal
+        #: the login's SASL mechanism; a re-authentication naming another one is refused (as Kafka)
+        self.mechanism = mechanism
+        #: why the connection's next request ends it unanswered (a re-authentication's handshake named another
+        #: mechanism: Kafka's REAUTH_BAD_MECHANISM); None while it is served
+        self.refused: str | None = None
         self.peer = peer
         #: monotonic time the session ends (None: never)
         self.expires_at = session_end
@@ -268,7 +282,8 @@ class Reauthentication:
 
     def handshake(self, version: int, mechanism: str) -> dict[str, Any]:
         """SaslHandshake on the logged-in connection: ILLEGAL_SASL_STATE unless sessions expire (and not twice
-        a second), as Kafka; a mechanism not offered ends the connection after the answer."""
+        a second), as Kafka; a mechanism not offered ends the connection unanswered; another offered mechanism than
+        the login's is answered, and the next request ends the connection (:meth:`refuse`)."""
         now = time.monotonic()
         if self.expires_at is None or version < 1 or (self._last_start is not None
                                                       and now - self._last_start < MIN_REAUTH_INTERVAL_S):
@@ -277,9 +292,25 @@ class Reauthentication:
         settings = self.login.settings
         session = settings.new_session(self.login._scram_lookup)
         if not session.handshake(mechanism):
-            raise LastAnswer({"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": session.enabled})
+            log.warning("failed re-authentication from %s on controller listener %s: unsupported SASL mechanism %r",
+                        _peer_text(self.peer), settings.listener, mechanism)
+            raise ConnectionAbortedError("unsupported SASL mechanism in a re-authentication")
+        if self.mechanism is not None:
+            self.refused = reauth_mechanism_refusal(self.mechanism, mechanism)
+            if self.refused is not None:
+                return {"error_code": ErrorCode.NONE, "mechanisms": session.enabled}
         self._session = session
         return {"error_code": ErrorCode.NONE, "mechanisms": session.enabled}
+
+    async def refuse(self) -> dict[str, Any]:
+        """The request after a handshake :attr:`refused`: no answer, the connection closed after
+        ``connection.failed.authentication.delay.ms`` (as Kafka)."""
+        self.login.failed_logins += 1
+        log.warning("failed re-authentication from %s on controller listener %s: %s", _peer_text(self.peer),
+                    self.login.settings.listener, self.refused)
+        if self.login.settings.failed_delay_s > 0:
+            await asyncio.sleep(self.login.settings.failed_delay_s)
+        raise ConnectionAbortedError(self.refused)
 
     async def authenticate(self, version: int, token: bytes) -> dict[str, Any]:
         """SaslAuthenticate of a re-authentication: the new session's end, or SASL_AUTHENTICATION_FAILED (a wrong
@@ -295,10 +326,7 @@ class Reauthentication:
                                            f"SASL token of {len(token)} bytes")
             answer = await _authenticate(session, token)
             if session.principal is not None and session.principal != self.principal:
-                raise AuthenticationFailed("Authentication failed during re-authentication due to: the principal "
-                                           f"changed ({self.principal} to {session.principal})",
-                                           f"re-authentication as {session.principal} on a session of "
-                                           f"{self.principal}")
+                raise principal_changed(self.principal, session.principal)
         except AuthenticationFailed as exc:
             self.login.failed_logins += 1
             log.warning("failed re-authentication from %s on controller listener %s (%s): %s", _peer_text(self.peer),

@@ -26,7 +26,7 @@ from klog.security.scram import ScramCredential, ScramError, ScramServer
 from klog.security.tokens import TokenLogin
 
 __all__ = ["AuthenticationFailed", "JaasConfig", "SaslSession", "listener_jaas", "listener_oauth_validator",
-           "parse_jaas", "plain_token"]
+           "parse_jaas", "plain_token", "principal_changed", "reauth_mechanism_refusal"]
 
 PLAIN = "PLAIN"
 OAUTHBEARER = "OAUTHBEARER"
@@ -87,6 +87,23 @@ class AuthenticationFailed(Exception):
 def _invalid_credentials(mechanism: str, log_reason: str) -> AuthenticationFailed:
     return AuthenticationFailed(f"Authentication failed during authentication due to invalid credentials with SASL "
                                 f"mechanism {mechanism}", log_reason)
+
+
+def principal_changed(previous: KafkaPrincipal, new: KafkaPrincipal) -> AuthenticationFailed:
+    """A KIP-368 re-authentication as another principal: refused with Kafka's message (ReauthInfo's
+    ensurePrincipalUnchanged)."""
+    return AuthenticationFailed(f"Cannot change principals during re-authentication from {previous.principal_type}."
+                                f"{previous.name}: {new.principal_type}.{new.name}",
+                                f"re-authentication as {new} on a session of {previous}")
+
+
+def reauth_mechanism_refusal(previous: str, requested: str) -> str | None:
+    """Why a KIP-368 re-authentication may not use ``requested`` on a connection that logged in with ``previous``
+    (Kafka's ReauthInfo.saslMechanismUnchanged): None when it is the same mechanism."""
+    if requested == previous:
+        return None
+    return (f"SASL mechanism '{requested}' requested by client is not supported for re-authentication of "
+            f"mechanism '{previous}'")
 
 
 class SaslSession:

@@ -168,15 +168,16 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
             if throttled and throttle.holds(name, index):   # leader.replication.throttled.rate used up
                 visible = offset
         else:
-            following = bool(replicas.leader_error(name, index))
-            if following and version < CLOSEST_REPLICA_VERSION:   # older consumers read from the leader only
-                answers.append((entry_key, _not_leader(broker, name, index, leaders)))
-                had_error = True
-                continue
+            # the epoch first (a follower fences an older one too), then the leadership: Kafka's Partition.getLocalLog
             leader_epoch = preq.current_leader_epoch
             code = leader_epoch_error(leader_epoch, manager.leader_epoch(name, index)) if leader_epoch != -1 else 0
             if code:
                 answers.append((entry_key, _partition_result(index, code, log_)))
+                had_error = True
+                continue
+            following = bool(replicas.leader_error(name, index))
+            if following and version < CLOSEST_REPLICA_VERSION:   # older consumers read from the leader only
+                answers.append((entry_key, _not_leader(broker, name, index, leaders)))
                 had_error = True
                 continue
             if offset < log_.log_start_offset or offset > log_.log_end_offset:

@@ -89,18 +89,17 @@ def _duplicates(request: ListOffsetsRequest) -> set[tuple[str, int]]:
 def _leader_log(broker: HandlerBroker, topic: str, partition: int, current_leader_epoch: int, replica_id: int
                 ) -> tuple[int, PartitionLog | None]:
     """(error code, log) of a partition a client addresses as its leader: NOT_LEADER_OR_FOLLOWER or
-    UNKNOWN_TOPIC_OR_PARTITION when this broker has no log of it (:func:`not_led`), NOT_LEADER_OR_FOLLOWER when it
-    does not lead it (except for a debugging request), FENCED_/UNKNOWN_LEADER_EPOCH when the client's epoch (-1:
-    none) is not ours; the log is None on error."""
+    UNKNOWN_TOPIC_OR_PARTITION when this broker has no log of it (:func:`not_led`), FENCED_/UNKNOWN_LEADER_EPOCH
+    when the client's epoch (-1: none) is not the one this broker knows, then NOT_LEADER_OR_FOLLOWER when it does
+    not lead it (except for a debugging request), in Kafka's order (Partition.getLocalLog: a follower too fences
+    an older epoch); the log is None on error."""
     manager = broker.partitions
     log_ = manager.get(topic, partition)
     if log_ is None:
         return not_led(broker, topic, partition)[0], None
-    if replica_id != DEBUGGING_REPLICA_ID:
-        code = broker.replicas.leader_error(topic, partition)
-        if code:
-            return code, None
     code = leader_epoch_error(current_leader_epoch, manager.leader_epoch(topic, partition))
+    if not code and replica_id != DEBUGGING_REPLICA_ID:
+        code = broker.replicas.leader_error(topic, partition)
     return (code, None) if code else (errors.NONE, log_)
 
 
@@ -157,17 +156,14 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Lis
             if log_ is None:
                 partitions.append({"partition_index": index, "error_code": not_led(broker, name, index)[0]})
                 continue
-            if replica_id != DEBUGGING_REPLICA_ID:
-                code = leader_error(name, index)
-                if code:
-                    partitions.append({"partition_index": index, "error_code": code})
-                    continue
             epoch = preq.current_leader_epoch  # -1 (none) before v4
-            if epoch != -1:
-                code = leader_epoch_error(epoch, leader_epoch(name, index))
-                if code:
-                    partitions.append({"partition_index": index, "error_code": code})
-                    continue
+            # the epoch first, then the leadership (Kafka's Partition.getLocalLog: a follower fences an older epoch)
+            code = leader_epoch_error(epoch, leader_epoch(name, index)) if epoch != -1 else errors.NONE
+            if not code and replica_id != DEBUGGING_REPLICA_ID:
+                code = leader_error(name, index)
+            if code:
+                partitions.append({"partition_index": index, "error_code": code})
+                continue
             if timestamp == EARLIEST or timestamp == EARLIEST_LOCAL:
                 start = log_.log_start_offset
                 partitions.append({"partition_index": index, "offset": start, "leader_epoch": _epoch_at(log_, start)}

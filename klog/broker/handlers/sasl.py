@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from klog.broker import errors
 from klog.protocol.errors import ErrorCode
-from klog.broker.handlers import RequestContext, handler
+from klog.broker.handlers import CloseConnection, RequestContext, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.security.principal import KafkaPrincipal
-from klog.security.sasl import AuthenticationFailed, SaslSession
+from klog.security.sasl import AuthenticationFailed, SaslSession, principal_changed, reauth_mechanism_refusal
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
@@ -53,6 +53,11 @@ class ConnectionAuth:
         self.reauth_ms = reauth_ms
         self.max_receive_size = max_receive_size
         self.principal: KafkaPrincipal | None = None
+        #: the SASL mechanism of the connection's first login: a re-authentication must use it (as Kafka)
+        self.mechanism: str | None = None
+        #: a re-authentication's SaslHandshake named another mechanism: Kafka answers it, then ends the connection
+        #: at its next request without an answer (after ``connection.failed.authentication.delay.ms``); the reason
+        self.refused: str | None = None
         #: monotonic time the session ends (None: never)
         self.expires_at: float | None = None
         #: when this connection last started a re-authentication (monotonic seconds; None: never)
@@ -94,6 +99,7 @@ def handle_sasl_handshake(broker: HandlerBroker, ctx: RequestContext, request: S
                                        and now - auth.last_reauth_start < MIN_REAUTH_INTERVAL_S):
             return _handshake_answer(ILLEGAL_SASL_STATE, [])
         auth.last_reauth_start = now
+    reauthenticating = auth.authenticated
     session = auth._new_session()
     if ctx.api_version == 0:
         # v0 handshakes are followed by raw tokens without a request header (before KIP-152): not served
@@ -101,8 +107,17 @@ def handle_sasl_handshake(broker: HandlerBroker, ctx: RequestContext, request: S
         return _handshake_answer(ILLEGAL_SASL_STATE, session.enabled)
     mechanism = request.mechanism
     if not session.handshake(mechanism):
+        if reauthenticating:   # Kafka fails a re-authentication's handshake without an answer
+            raise CloseConnection(f"unsupported SASL mechanism {mechanism!r} in a re-authentication")
         auth.fail(f"unsupported SASL mechanism {mechanism!r}")
         return _handshake_answer(UNSUPPORTED_SASL_MECHANISM, session.enabled)
+    if reauthenticating and auth.mechanism is not None:
+        refused = reauth_mechanism_refusal(auth.mechanism, mechanism)
+        if refused is not None:
+            # answered, as Kafka's SaslServerAuthenticator does, but no longer authenticated: the connection's
+            # next request ends it (klog/broker/network/connection.py)
+            auth.refused, auth.principal, auth.session = refused, None, None
+            return _handshake_answer(errors.NONE, session.enabled)
     auth.session = session
     return _handshake_answer(errors.NONE, session.enabled)
 
@@ -133,9 +148,7 @@ async def handle_sasl_authenticate(broker: HandlerBroker, ctx: RequestContext, r
             else session.authenticate(token)
         principal = session.principal
         if principal is not None and auth.principal is not None and principal != auth.principal:
-            raise AuthenticationFailed("Authentication failed during re-authentication due to: the principal "
-                                       f"changed ({auth.principal} to {principal})",
-                                       f"re-authentication as {principal} on a session of {auth.principal}")
+            raise principal_changed(auth.principal, principal)
     except AuthenticationFailed as exc:
         log.warning("failed authentication from %s:%d on listener %s (%s): %s", ctx.client_host, ctx.client_port,
                     auth.listener, session.mechanism, exc.log_reason)
@@ -146,6 +159,7 @@ async def handle_sasl_authenticate(broker: HandlerBroker, ctx: RequestContext, r
     lifetime_ms = 0
     if principal is not None:
         auth.principal = principal
+        auth.mechanism = session.mechanism
         # connections.max.reauth.ms, no later than a token's expiry (as Kafka's, also without the setting)
         lifetime = session.session_lifetime_ms(auth.reauth_ms)
         auth.expires_at = None if lifetime is None else time.monotonic() + lifetime / 1000

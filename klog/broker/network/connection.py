@@ -607,6 +607,8 @@ class Connection(asyncio.BufferedProtocol):
                        f"{advertised[0]}-{advertised[1]}, client {header.client_id!r})", graceful=True)
             return None
         auth = self.auth
+        if auth is not None and auth.refused is not None:
+            return self._refuse_reauthentication(auth, header)
         if auth is not None and api_key not in PRE_AUTH_APIS:
             if not auth.authenticated:
                 self.close(f"unexpected request (api key {api_key}) before SASL authentication on listener "
@@ -876,6 +878,13 @@ class Connection(asyncio.BufferedProtocol):
         access = self.broker.state.access
         return access is None or access.check(self._principal(), self.client_host, AclOperation.WRITE,
                                               ResourceType.TOPIC, topic, count=False)
+
+    async def _refuse_reauthentication(self, auth: ConnectionAuth, header: Any) -> None:
+        """The request after a re-authentication's SaslHandshake named another mechanism: as Kafka (its
+        REAUTH_BAD_MECHANISM state), no answer, the connection closed after connection.failed.authentication.delay.ms."""
+        if auth.failed_delay_s > 0:
+            await asyncio.sleep(auth.failed_delay_s)
+        self.close(f"failed re-authentication: {auth.refused} (client {header.client_id!r})", graceful=True)
 
     async def _close_later(self, reason: str) -> None:
         self.close(reason, graceful=True)
