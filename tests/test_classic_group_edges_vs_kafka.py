@@ -58,12 +58,12 @@ def leaving(group: str, *members: tuple[str, str | None]) -> dict[str, Any]:
                                            for m, i in members]}
 
 
-async def _settle(task: asyncio.Future[Any]) -> None:
-    """Lets a JoinGroup sent on another connection reach the broker (its answer is parked)."""
-    for _ in range(30):
+async def _unanswered(task: asyncio.Future[Any], seconds: float = 2.0) -> bool:
+    """Whether a request sent on another connection stays unanswered (parked by the broker) for ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not task.done() and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
-        if task.done():
-            return
+    return not task.done()
 
 
 async def _settled(ask: Callable[[], Awaitable[Any]], transient: Callable[[Any], bool], timeout: float = 30.0) -> Any:
@@ -173,7 +173,8 @@ async def scenario(bootstrap: str, tag: str) -> list[Any]:
         r = await b.call(JOIN, 5, join(g, ""))
         m2 = r.member_id
         parked = asyncio.ensure_future(b.call(JOIN, 5, join(g, m2)))
-        await _settle(parked)
+        await _settled(lambda: admin.call(DESCRIBE, 5, {"groups": [g], "include_authorized_operations": False}),
+                       lambda d: d.groups[0].group_state != "PreparingRebalance")   # m2's JoinGroup arrived
         out.append(("heartbeat-preparing", (await a.call(HEARTBEAT, 4, beat(g, gen, m1))).error_code))
         r = await a.call(COMMIT, 8, commit(g, gen, m1))
         out.append(("commit-preparing", [p.error_code for t in r.topics for p in t.partitions]))
@@ -196,14 +197,15 @@ async def scenario(bootstrap: str, tag: str) -> list[Any]:
         out.append(("heartbeat-completing", (await b.call(HEARTBEAT, 4, beat(g, gen2, m2))).error_code))
         r = await c.call(JOIN, 5, join(g, ""))
         out.append(("full-completing", r.error_code, r.member_id == ""))
-        leader, follower = (a, m1) if r1.leader == m1 else (b, m2)
-        other = b if leader is a else a
-        follower_sync = asyncio.ensure_future(other.call(SYNC, 5, sync(g, gen2, follower)))
-        await _settle(follower_sync)
-        out.append(("follower-sync-parked", follower_sync.done()))
+        # the follower's SyncGroup waits for the leader's assignment
+        leader, follower, follower_id = (a, b, m2) if r1.leader == m1 else (b, a, m1)
+        follower_sync = asyncio.ensure_future(follower.call(SYNC, 5, sync(g, gen2, follower_id)))
+        out.append(("follower-sync-parked", await _unanswered(follower_sync)))
         r = await leader.call(SYNC, 5, sync(g, gen2, r1.leader, assignments=[
             {"member_id": m1, "assignment": b"1"}, {"member_id": m2, "assignment": b"2"}]))
-        out.append(("leader-sync", r.error_code, (await follower_sync).error_code))
+        answered = await follower_sync
+        out.append(("leader-sync", r.error_code, answered.error_code,
+                    sorted([r.assignment, answered.assignment])))
         r = await c.call(JOIN, 5, join(g, ""))
         out.append(("full-stable", r.error_code, r.member_id == ""))
         r = await c.call(JOIN, 5, join(g, "", instance="late"))
@@ -397,7 +399,7 @@ KAFKA_ANSWERS: list[Any] = [
     ('heartbeat-completing', 0),
     ('full-completing', 81, True),
     ('follower-sync-parked', True),
-    ('leader-sync', 0, 0),
+    ('leader-sync', 0, 0, [b'1', b'2']),
     ('full-stable', 81, True),
     ('full-static', 81, True),
     ('simple-commit', [0]),
