@@ -24,9 +24,10 @@ from groups_support import Client, FakeClock, run_async_tests
 from test_groups_consumer import Member
 from test_groups_migration import JOIN, ClassicMember, classic_group, consumer_heartbeat
 from test_groups_migration import SESSION as CLASSIC_SESSION
-from test_groups_replicated_writes import ReplicatedContext, _commit, _committed
+from test_groups_replicated_writes import ReplicatedContext, _commit, _committed, _until_waiting
 
 SESSION = 10000
+SYNC, HEARTBEAT = 14, 12
 SHARE_HEARTBEAT = 76
 LIST_GROUPS, DESCRIBE_GROUPS, COMMIT, CONSUMER_DESCRIBE = 16, 15, 8, 69
 
@@ -416,6 +417,103 @@ async def test_a_classic_join_converting_an_empty_streams_group_whose_write_is_r
 
     await _refused_classic_joins(coord, ctx, S.APP, described)
     await coord.stop()
+
+
+def _new_group_join(member_id: str = "", instance_id: str | None = None) -> dict[str, Any]:
+    return dict(group_id="new", session_timeout_ms=CLASSIC_SESSION, rebalance_timeout_ms=CLASSIC_SESSION,
+                member_id=member_id, group_instance_id=instance_id, protocol_type="consumer",
+                protocols=[dict(name="range", metadata=b"")])
+
+
+async def test_a_classic_join_creating_a_group_whose_write_is_refused_leaves_no_group() -> None:
+    coord, ctx, clock = await _coordinator()
+    client = Client(coord, "c")
+    timers = len(coord.timer)
+    for refusal, answered in REFUSALS:
+        ctx.refuse = refusal
+        # a member parked in the group's first rebalance (v3: no member id asked for; v5: a static member) is
+        # answered as Kafka maps the refusal (before: the answer was right, the unwritten group stayed with it)
+        for version, instance in ((3, None), (5, "i1")):
+            r = await client.call(JOIN, version, **_new_group_join(instance_id=instance))
+            assert (r.error_code, r.member_id) == (answered, ""), (refusal, version)
+            assert "new" not in coord.groups and await _listed(coord) == [] and len(coord.timer) == timers
+        # v4+ is told its member id before the write, as Kafka's; the group goes with the write all the same, so
+        # the member id names no group: its rejoin is UNKNOWN_MEMBER_ID (before: it joined the unwritten group)
+        r = await client.call(JOIN, 9, **_new_group_join())
+        assert r.error_code == E.MEMBER_ID_REQUIRED and "new" not in coord.groups and len(coord.timer) == timers
+        ctx.refuse = None
+        rejoin = await client.call(JOIN, 9, **_new_group_join(r.member_id))
+        assert rejoin.error_code == E.UNKNOWN_MEMBER_ID and await _listed(coord) == []
+        described = await client.call(DESCRIBE_GROUPS, 5, groups=["new"], include_authorized_operations=False)
+        assert (described.groups[0].error_code, described.groups[0].group_state) == (E.NONE, "Dead")
+    clock.now += CLASSIC_SESSION * 100   # no timer of the unwritten groups brings anything back
+    coord.timer.poll()
+    assert await _listed(coord) == []
+    # once writes pass, the group is made and written
+    written = coord.records_written
+    r = await client.call(JOIN, 9, **_new_group_join())
+    assert r.error_code == E.MEMBER_ID_REQUIRED and coord.records_written > written
+    assert await _listed(coord) == [("new", "classic", "Empty", "")]
+    await coord.stop()
+
+
+async def test_a_static_member_rejoining_a_stable_group_whose_write_is_refused_keeps_its_old_member_id() -> None:
+    coord, ctx, clock = await _coordinator()
+    client = Client(coord, "c")
+    old, generation = await _stable_static_member(coord, clock, client)
+    for refusal, answered in REFUSALS:
+        ctx.refuse = refusal
+        r = await client.call(JOIN, 9, **_new_group_join(instance_id="i1"))
+        # Kafka's revert of the replacement: the old member id stays the static member's
+        assert (r.error_code, r.member_id, r.generation_id) == (answered, "", generation), refusal
+        ctx.refuse = None
+        beats = [(await client.call(HEARTBEAT, 4, group_id="new", generation_id=generation,
+                                    member_id=old, group_instance_id="i1")).error_code]
+        assert beats == [E.NONE] and list(coord.groups["new"].members) == [old]
+    await coord.stop()
+
+
+async def test_a_static_member_rejoin_whose_write_does_not_reach_the_isr_keeps_its_old_member_id() -> None:
+    coord, ctx, clock = await _coordinator()
+    client = Client(coord, "c")
+    old, generation = await _stable_static_member(coord, clock, client)
+    ctx.auto = None   # each write waits for the test's ISR outcome
+    for isr_outcome, answered in ((E.REQUEST_TIMED_OUT, E.COORDINATOR_NOT_AVAILABLE),
+                                  (E.NOT_LEADER_OR_FOLLOWER, E.NOT_COORDINATOR)):
+        rejoin = asyncio.ensure_future(client.call(JOIN, 9, **_new_group_join(instance_id="i1")))
+        await _until_waiting(ctx)
+        assert not rejoin.done()   # answered once the ISR has the replacement, as Kafka's append callback
+        ctx.settle(isr_outcome)
+        r = await rejoin
+        # Kafka reverts the replacement in the write's callback (before: the error code, with the new member id,
+        # and the old member id fenced)
+        assert (r.error_code, r.member_id, r.generation_id) == (answered, "", generation), isr_outcome
+        beat = asyncio.ensure_future(client.call(HEARTBEAT, 4, group_id="new", generation_id=generation,
+                                                 member_id=old, group_instance_id="i1"))
+        assert (await beat).error_code == E.NONE and list(coord.groups["new"].members) == [old]
+    # an ISR that has the write: the new member id replaces the old one
+    rejoin = asyncio.ensure_future(client.call(JOIN, 9, **_new_group_join(instance_id="i1")))
+    await _until_waiting(ctx)
+    ctx.settle(E.NONE)
+    r = await rejoin
+    assert r.error_code == E.NONE and r.member_id not in ("", old) and r.generation_id == generation
+    assert list(coord.groups["new"].members) == [r.member_id]
+    await coord.stop()
+
+
+async def _stable_static_member(coord: GroupCoordinator, clock: FakeClock, client: Client) -> tuple[str, int]:
+    """Group "new" Stable with one static member (instance i1), synced: (its member id, the generation)."""
+    join = asyncio.ensure_future(client.call(JOIN, 9, **_new_group_join(instance_id="i1")))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    clock.now += 3000   # group.initial.rebalance.delay.ms
+    coord.timer.poll()
+    joined = await join
+    synced = await client.call(SYNC, 5, group_id="new", generation_id=joined.generation_id, member_id=joined.member_id,
+                               group_instance_id="i1", protocol_type="consumer", protocol_name="range",
+                               assignments=[dict(member_id=joined.member_id, assignment=b"a")])
+    assert (synced.error_code, synced.assignment) == (E.NONE, b"a")
+    return joined.member_id, joined.generation_id
 
 
 run_async_tests(globals())

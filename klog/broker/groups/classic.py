@@ -139,12 +139,13 @@ class ClassicGroupManager:
         except GroupError:
             return join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
 
+        settle: Callable[[int], None] | None = None
         if not self._accept_joining_member(group, member_id):
             group.remove(member_id)
             complete_parked(future, join_error(ErrorCode.GROUP_MAX_SIZE_REACHED))
         elif is_unknown:
-            self._join_new_member(group, request, api_version, client_id, client_host, instance_id, protocols,
-                                  rebalance_timeout, future)
+            settle = self._join_new_member(group, request, api_version, client_id, client_host, instance_id,
+                                           protocols, rebalance_timeout, future)
         else:
             self._join_existing_member(group, request, member_id, instance_id, protocols, rebalance_timeout,
                                        future, client_id, client_host)
@@ -152,9 +153,26 @@ class ClassicGroupManager:
             code = self._write_or_error(group_id, [R.group_metadata_record(group_id, {
                 "protocol_type": "", "generation": 0, "protocol": None, "leader": None,
                 "current_state_timestamp": group.state_timestamp or -1, "members": []})])
-            if code != ErrorCode.NONE and not future.done():
-                future.set_result(join_error(code, member_id))
+            if code != ErrorCode.NONE:
+                # Kafka's runtime reverts a failed write: the group goes, and the request is answered with the
+                # mapped error unless it was answered already (MEMBER_ID_REQUIRED, a refused protocol)
+                complete_parked(future, join_error(code, member_id))
+                self._drop_unwritten_group(group)
+        if settle is not None and self.await_writes is not None:
+            settle(await self.await_writes())
         return await future
+
+    def _drop_unwritten_group(self, group: ClassicGroup) -> None:
+        """A group this request made whose first record was refused: gone from memory with its timers (its
+        members, at most the joining one, were answered)."""
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+        for member in group.members.values():
+            self._cancel_heartbeat(member)
+        for member_id in group.pending_join_members:
+            self.timer.cancel(self._pending_key(group.group_id, member_id))
+        for kind in ("join", "sync"):
+            self.timer.cancel((kind, group.group_id))
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         if group.state in (S.EMPTY, S.DEAD):
@@ -166,21 +184,22 @@ class ClassicGroupManager:
 
     def _join_new_member(self, group: ClassicGroup, request: Any, api_version: int, client_id: str,
                          client_host: str, instance_id: str | None, protocols: list[tuple[str, bytes]],
-                         rebalance_timeout: int, future: asyncio.Future[Struct]) -> None:
+                         rebalance_timeout: int, future: asyncio.Future[Struct]) -> Callable[[int], None] | None:
+        """A JoinGroup without member id; returns what to call with the ISR's outcome of a write it made."""
         if group.is_in(S.DEAD):
             complete_parked(future, join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE))
-            return
+            return None
         if not group.supports_protocols(request.protocol_type, {name for name, _ in protocols}):
             complete_parked(future, join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-            return
+            return None
         new_member_id = f"{instance_id if instance_id is not None else client_id}-{uuid.uuid4()}"
         if instance_id is not None:
             existing = group.static_member_id(instance_id)
             if existing is not None:
                 log.info("group %s: static member %s rejoins with a new member id %s (replacing %s)",
                          group.group_id, instance_id, new_member_id, existing)
-                self._update_static_member(group, request, api_version, instance_id, existing, new_member_id,
-                                           protocols, rebalance_timeout, future)
+                return self._update_static_member(group, request, api_version, instance_id, existing,
+                                                  new_member_id, protocols, rebalance_timeout, future)
             else:
                 self._add_member_and_rebalance(group, request, new_member_id, instance_id, protocols,
                                                rebalance_timeout, client_id, client_host, future)
@@ -193,6 +212,7 @@ class ClassicGroupManager:
         else:
             self._add_member_and_rebalance(group, request, new_member_id, None, protocols, rebalance_timeout,
                                            client_id, client_host, future)
+        return None
 
     def _join_existing_member(self, group: ClassicGroup, request: Any, member_id: str, instance_id: str | None,
                               protocols: list[tuple[str, bytes]], rebalance_timeout: int,
@@ -271,7 +291,10 @@ class ClassicGroupManager:
 
     def _update_static_member(self, group: ClassicGroup, request: Any, api_version: int, instance_id: str,
                               old_member_id: str, new_member_id: str, protocols: list[tuple[str, bytes]],
-                              rebalance_timeout: int, future: asyncio.Future[Struct]) -> None:
+                              rebalance_timeout: int, future: asyncio.Future[Struct]) -> Callable[[int], None] | None:
+        """A known static member's JoinGroup with no member id: the new id replaces the old one. Returns what to
+        call with the ISR's outcome of the write it made (a rejoin in Stable keeping the protocol), if it made
+        one."""
         current_leader = group.leader_id
         new_member = group.replace_static_member(instance_id, old_member_id, new_member_id)
         # The old id's session timer now belongs to the new id.
@@ -288,22 +311,30 @@ class ClassicGroupManager:
                          "no rebalance", group.group_id, instance_id)
                 code = self._write_or_error(group.group_id, [R.group_metadata_record(
                     group.group_id, group.metadata_value(group.group_assignment(), self.now()))])
-                if code != ErrorCode.NONE:
-                    group.update_member(new_member, old_protocols, old_rebalance, old_session, None)
-                    old = group.replace_static_member(instance_id, new_member_id, old_member_id)
-                    self.timer.release(old.heartbeat_key)
-                    old.heartbeat_key = 0
-                    self.reschedule_heartbeat(group, old)
+
+                def settle(code: int) -> None:
+                    """The write's outcome (Kafka's append callback): the replacement answered, or reverted."""
+                    if code == ErrorCode.NONE:
+                        is_leader = api_version >= JOIN_SUPPORTS_SKIP_ASSIGNMENT_VERSION and \
+                            group.is_leader(new_member_id)
+                        group.complete_join(new_member, self._current_generation_response(
+                            group, new_member_id, with_members=is_leader, skip_assignment=is_leader,
+                            leader=None if is_leader else current_leader or ""))
+                        return
+                    if group.static_members.get(instance_id) == new_member_id:   # not replaced again meanwhile
+                        group.update_member(new_member, old_protocols, old_rebalance, old_session, None)
+                        old = group.replace_static_member(instance_id, new_member_id, old_member_id)
+                        self.timer.release(old.heartbeat_key)
+                        old.heartbeat_key = 0
+                        self.reschedule_heartbeat(group, old)
                     complete_parked(future, join_error(code, UNKNOWN_MEMBER_ID, generation_id=group.generation_id,
                                                        protocol_name=group.protocol_name,
                                                        protocol_type=group.protocol_type, leader=current_leader or ""))
-                elif api_version >= JOIN_SUPPORTS_SKIP_ASSIGNMENT_VERSION:
-                    is_leader = group.is_leader(new_member_id)
-                    group.complete_join(new_member, self._current_generation_response(
-                        group, new_member_id, with_members=is_leader, skip_assignment=is_leader))
+
+                if code != ErrorCode.NONE or self.await_writes is None:
+                    settle(code)
                 else:
-                    group.complete_join(new_member, self._current_generation_response(
-                        group, new_member_id, with_members=False, leader=current_leader or ""))
+                    return settle   # once the ISR has the write
             else:
                 self._maybe_prepare_rebalance_or_complete_join(
                     group, f"static member {instance_id} changed the selected protocol")
@@ -311,6 +342,7 @@ class ClassicGroupManager:
             self._prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
         else:
             self._maybe_complete_join_phase(group)
+        return None
 
     # -- rebalance machinery ----------------------------------------------------------------------------------
     def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> None:

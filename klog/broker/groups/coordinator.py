@@ -263,6 +263,9 @@ class GroupCoordinator:
         handler = self._handlers.get(header.api_key)
         if handler is None:
             raise ValueError(f"api key {header.api_key} is not a group API")
+        # a member's host as Kafka names it, Java's InetAddress.toString() of the connection: "/127.0.0.1"
+        # (DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe, StreamsGroupDescribe, the group records)
+        client_host = "/" + client_host.lstrip("/") if client_host else client_host
         if header.api_key == 10:   # FindCoordinator answers the coordinator's address on the client's listener
             return await self._find_coordinator(header, request, client_host, listener)
         if header.api_key in _FIRST_WRITE_API_KEYS:
@@ -396,8 +399,7 @@ class GroupCoordinator:
         if unavailable := self._unavailable(request.group_id):
             return Struct(throttle_time_ms=0, error_code=unavailable, error_message=None,
                           member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)
-        # Kafka answers a share member's host as Java's InetAddress.toString() of the connection: "/127.0.0.1"
-        return self.share.heartbeat(request, header.client_id or "", "/" + client_host.lstrip("/"))
+        return self.share.heartbeat(request, header.client_id or "", client_host)
 
     async def _share_group_describe(self, header: Any, request: Any, client_host: str) -> Struct:
         groups = []

@@ -378,6 +378,11 @@ _SHARE_OFFSET_APIS: dict[int, Callable[[Any], dict[str, Any]]] = {
 }
 
 
+#: DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe, StreamsGroupDescribe: their authorized operations are
+#: answered when asked for, without an authorizer too (every operation of a group, as Kafka's AuthHelper)
+_DESCRIBE_API_KEYS = frozenset({15, 69, 77, 89})
+
+
 async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupRequest) -> Any:
     feature = _PROTOCOL_FEATURES.get(int(ctx.header.api_key))
     if feature is not None and broker.metadata.image.features.get(feature, 0) < 1:
@@ -387,9 +392,10 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupReque
                 "member_id": None, "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
     if int(ctx.header.api_key) in _SHARE_OFFSET_APIS and broker.metadata.image.features.get(SHARE_VERSION, 0) < 1:
         return _SHARE_OFFSET_APIS[int(ctx.header.api_key)](request)
-    if broker.access is None:
-        return await _coordinate(broker, ctx, request)
     api_key = int(ctx.header.api_key)
+    if broker.access is None and not (api_key in _DESCRIBE_API_KEYS
+                                      and getattr(request, "include_authorized_operations", False)):
+        return await _coordinate(broker, ctx, request)
     refusal = _READ_GROUP_SIMPLE.get(api_key)
     if refusal is not None:   # JoinGroup, Heartbeat, LeaveGroup, SyncGroup: Read on the group
         simple = cast("JoinGroupRequest | HeartbeatRequest | LeaveGroupRequest | SyncGroupRequest", request)
