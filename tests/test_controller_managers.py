@@ -352,3 +352,22 @@ def test_allocate_producer_ids_answers_a_registered_broker_of_its_epoch_and_refu
     for stale in (NS(broker_id=1, broker_epoch=7), NS(broker_id=9, broker_epoch=9)):
         refused = answer_allocate_producer_ids(stale, image)
         assert refused.records == () and refused.response["error_code"] == ErrorCode.STALE_BROKER_EPOCH
+
+
+def test_delete_topics_refuses_a_repeated_name_or_id_and_deletes_none_of_it():
+    """Kafka's ControllerApis.deleteTopics: a repeated name or id gets INVALID_REQUEST at each repeat and no result
+    at its first mention, and is not deleted; an item with neither a name nor an id is INVALID_REQUEST."""
+    image = cluster(1)
+    manager = topics_manager()
+    image = committed(image, manager.create_topics([CreatableTopic("a", 1), CreatableTopic("b", 1),
+                                                    CreatableTopic("c", 1)], image, NOW))
+    b_id = image.topic("b").id
+    result = manager.delete_topics([("a", ZERO), (None, b_id), ("a", ZERO), (None, ZERO), (None, b_id),
+                                    ("c", ZERO), (None, ZERO), ("a", ZERO)], image, NOW)
+    assert [(r["name"], r["error_code"], r["error_message"]) for r in result.response] == [
+        ("a", ErrorCode.INVALID_REQUEST, "Duplicate topic name."),
+        (None, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified."),
+        (None, ErrorCode.INVALID_REQUEST, "Duplicate topic ID."), ("c", 0, None),
+        (None, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified."),
+        ("a", ErrorCode.INVALID_REQUEST, "Duplicate topic name.")]
+    assert sorted(committed(image, result).topics_by_name) == ["a", "b"]

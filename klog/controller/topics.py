@@ -353,14 +353,32 @@ class TopicControlManager:
                       quota: MutationCharge | None = None
                       ) -> ControllerResult[list[DeleteTopicsResponseDeletableTopicResult]]:
         """``wanted``: (name, ZERO_UUID) or (None, topic id) per item. Results: name, topic_id, error_code,
-        error_message. ``quota``: charged each deleted topic's partitions."""
+        error_message. ``quota``: charged each deleted topic's partitions. As Kafka's ControllerApis.deleteTopics,
+        a name (or id) the request repeats deletes nothing: its first mention gets no result, each further one
+        INVALID_REQUEST; an item with neither a name nor an id is INVALID_REQUEST."""
+        items = list(wanted)
+        keys = Counter((name, ZERO_UUID) if name is not None else (None, topic_id) for name, topic_id in items)
+        repeated = {key for key, n in keys.items() if n > 1 and key != (None, ZERO_UUID)}
+        seen: set[tuple[str | None, uuid.UUID]] = set()
         records: list[MetadataRecord] = []
         removed: set[uuid.UUID] = set()
         results: list[DeleteTopicsResponseDeletableTopicResult] = []
-        for name, topic_id in wanted:
+        for name, topic_id in items:
             result: DeleteTopicsResponseDeletableTopicResult = {
                 "name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
+            key = (name, ZERO_UUID) if name is not None else (None, topic_id)
+            if key in repeated and key not in seen:
+                seen.add(key)   # answered (refused) at its next mention
+                continue
             results.append(result)
+            if name is None and topic_id == ZERO_UUID:
+                result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
+                               "error_message": "Neither topic name nor id were specified."})
+                continue
+            if key in repeated:
+                result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
+                               "error_message": "Duplicate topic name." if name is not None else "Duplicate topic ID."})
+                continue
             topic: TopicImage | None
             if name is None:
                 topic = image.topics_by_id.get(topic_id)
