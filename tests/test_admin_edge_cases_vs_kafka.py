@@ -110,3 +110,88 @@ def test_delete_topics_naming_a_topic_twice_is_an_invalid_request_that_deletes_n
 
 def test_delete_topics_with_neither_a_name_nor_an_id_is_an_invalid_request(node: tuple[str, int]) -> None:
     assert _delete(node, (None, ZERO)) == [(None, E.INVALID_REQUEST, "Neither topic name nor id were specified.")]
+
+
+# ---- IncrementalAlterConfigs / AlterConfigs: Kafka's ConfigAdminManager.preprocess -----------------------------
+
+Config = tuple[str, int, str | None]
+
+
+def _alter(node: tuple[str, int], *resources: tuple[int, str, list[Config]], validate_only: bool = False
+           ) -> list[tuple[int, str, int, str | None]]:
+    """IncrementalAlterConfigs v1, each config (name, operation, value): (type, name, code, message) per resource,
+    sorted (Kafka answers the ones its broker refused and the controller's in an order of its own)."""
+    answer = _request(node, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+        {"resource_type": rtype, "resource_name": rname,
+         "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in configs]}
+        for rtype, rname, configs in resources], "validate_only": validate_only})
+    return sorted((r.resource_type, r.resource_name, r.error_code, r.error_message) for r in answer.responses)
+
+
+def _legacy_alter(node: tuple[str, int], *resources: tuple[int, str, list[tuple[str, str | None]]]
+                  ) -> list[tuple[int, str, int, str | None]]:
+    """AlterConfigs v2 (the whole set of a resource's configs): (type, name, code, message) per resource."""
+    answer = _request(node, ApiKey.ALTER_CONFIGS, 2, {"resources": [
+        {"resource_type": rtype, "resource_name": rname, "configs": [{"name": k, "value": v} for k, v in configs]}
+        for rtype, rname, configs in resources], "validate_only": False})
+    return sorted((r.resource_type, r.resource_name, r.error_code, r.error_message) for r in answer.responses)
+
+
+def _topic_config(node: tuple[str, int], topic: str, key: str) -> tuple[str | None, int]:
+    """(value, source) of one of the topic's configs."""
+    answer = _request(node, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+        {"resource_type": TOPIC, "resource_name": topic, "configuration_keys": [key]}],
+        "include_synonyms": False, "include_documentation": False}).results[0]
+    assert answer.error_code == E.NONE, answer
+    (entry,) = answer.configs
+    return entry.value, entry.config_source
+
+
+def test_incremental_alter_configs_naming_a_resource_twice_refuses_both_and_changes_nothing(
+        node: tuple[str, int]) -> None:
+    topic, other = _topic(node), _topic(node)
+    twice = "Each resource must appear at most once."
+    assert _alter(node, (TOPIC, topic, [("retention.ms", SET, "1000")]),
+                  (TOPIC, other, [("retention.ms", SET, "3000")]),
+                  (TOPIC, topic, [("retention.ms", SET, "2000")])) == sorted([
+        (TOPIC, topic, E.INVALID_REQUEST, twice), (TOPIC, topic, E.INVALID_REQUEST, twice),
+        (TOPIC, other, E.NONE, None)])
+    _until(lambda: _topic_config(node, other, "retention.ms")[0] == "3000", f"{other}'s new retention.ms")
+    assert _topic_config(node, topic, "retention.ms") == ("604800000", 5)   # the default (DEFAULT_CONFIG)
+
+
+def test_alter_configs_naming_a_key_twice_or_a_null_value_is_an_invalid_request(node: tuple[str, int]) -> None:
+    topic = _topic(node)
+    twice = [(TOPIC, topic, E.INVALID_REQUEST, "Error due to duplicate config keys")]
+    assert _alter(node, (TOPIC, topic, [("retention.ms", SET, "1000"), ("retention.ms", DELETE, None)])) == twice
+    assert _legacy_alter(node, (TOPIC, topic, [("retention.ms", "1000"), ("retention.ms", "2000")])) == twice
+    null = [(TOPIC, topic, E.INVALID_REQUEST, "Null value not supported for : retention.ms, cleanup.policy")]
+    assert _alter(node, (TOPIC, topic, [("retention.ms", SET, None), ("segment.ms", DELETE, None),
+                                        ("cleanup.policy", APPEND, None)])) == null
+    assert _legacy_alter(node, (TOPIC, topic, [("retention.ms", None), ("cleanup.policy", None)])) == null
+    assert _topic_config(node, topic, "retention.ms") == ("604800000", 5)
+
+
+def test_a_broker_resource_of_another_broker_id_is_an_invalid_request(node: tuple[str, int]) -> None:
+    """``kafka-configs --entity-type brokers --entity-name 7`` on broker 1: Kafka's broker refuses it before the
+    controller sees it, whatever the configs (klog answered INVALID_CONFIG for a config it keeps static)."""
+    other = [(BROKER, "7", E.INVALID_REQUEST, "Unexpected broker id, expected 1, but received 7")]
+    assert _alter(node, (BROKER, "7", [("log.cleaner.threads", SET, "2")])) == other
+    assert _alter(node, (BROKER, "7", [("log.retention.ms", SET, "100000")])) == other
+    assert _legacy_alter(node, (BROKER, "7", [("log.retention.ms", "100000")])) == other
+    assert _alter(node, (BROKER, "one", [("log.retention.ms", SET, "100000")])) == [
+        (BROKER, "one", E.INVALID_REQUEST, "Node id must be an integer, but it is: one")]
+
+
+def test_a_read_only_or_invalid_broker_config_is_an_invalid_request(node: tuple[str, int]) -> None:
+    """Kafka's DynamicBrokerConfig refuses what it cannot change and a bad value with INVALID_REQUEST
+    (KAFKA-13609 keeps that code), on one broker and on the cluster default."""
+    for broker in ("1", ""):
+        for key in ("node.id", "log.dirs", "process.roles"):
+            (answer,) = _alter(node, (BROKER, broker, [(key, SET, "5")]))
+            # klog adds which of its broker configs it does change
+            assert answer[2] == E.INVALID_REQUEST, answer
+            assert str(answer[3]).startswith(f"Cannot update these configs dynamically: [{key}]"), answer
+        (answer,) = _alter(node, (BROKER, broker, [("log.retention.ms", SET, "abc")]))
+        assert answer[2] == E.INVALID_REQUEST, answer   # what is wrong with the value in klog's words
+        assert str(answer[3]).startswith("Invalid value abc for configuration log.retention.ms: "), answer

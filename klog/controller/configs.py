@@ -3,7 +3,8 @@
 Kafka's ``ConfigurationControlManager``, pure: a topic's new overrides are computed from the image's current
 ones (AlterConfigs replaces them all; IncrementalAlterConfigs applies SET/DELETE/APPEND/SUBTRACT in order),
 validated as a whole, and the difference becomes ConfigRecords (a null value deletes a key). Broker configs
-are static in klog (server.properties / --override), a change refused with INVALID_CONFIG, except the dynamic
+are static in klog (server.properties / --override), a change refused with INVALID_REQUEST as Kafka refuses a
+config it cannot change dynamically (an unknown one INVALID_CONFIG), except the dynamic
 replication throttle rates (``DYNAMIC_BROKER_KEYS``) and a listener's reconfigurable TLS settings
 (``listener.name.<l>.ssl.keystore.location``, ...), kept as ConfigRecords on the broker's resource (its id, or ""
 for the cluster-wide default) as Kafka's controller keeps them.
@@ -73,6 +74,14 @@ def _has_operation(item: AlterableConfig) -> TypeGuard[IncrementalAlterConfigsRe
     return hasattr(item, "config_operation")
 
 
+#: what a refused broker config change says besides Kafka's words
+_STATIC_BROKER_CONFIGS = (
+    "klog broker configs are static (set them in server.properties or with --override and restart) except "
+    f"{', '.join(sorted(DYNAMIC_BROKER_KEYS - DYNAMIC_LOG_KEYS))}, the broker defaults of topic configs "
+    "(log.retention.ms, compression.type, ...) and a listener's listener.name.<listener>.ssl.keystore.*/"
+    "ssl.truststore.*")
+
+
 class ConfigControlManager:
     def __init__(self, config: BrokerConfig, node_id: int) -> None:
         self.config = config
@@ -132,9 +141,14 @@ class ConfigControlManager:
         (``listener.name.<l>.ssl.keystore.location``, ..., one broker's only, as Kafka's per-broker configs); any
         other broker config is static and refused. A TopicError says why a change is refused."""
         if name != "" and not name.isdigit():
-            raise TopicError(ErrorCode.INVALID_REQUEST, f"Invalid broker id {name!r}")
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}")
         items = list(configs)
         keys: dict[str, ConfigKey] = dict(BROKER_KEYS)
+        static = [item.name for item in items if item.name in BROKER_KEYS and item.name not in DYNAMIC_BROKER_KEYS
+                  and item.name not in STORED_SSL_KEYS]
+        if static:   # Kafka's DynamicBrokerConfig answers a config it cannot change so (INVALID_REQUEST)
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: "
+                             f"[{', '.join(static)}] ({_STATIC_BROKER_CONFIGS})")
         for item in items:
             ssl_key = listener_ssl_key(item.name)
             if ssl_key is not None:
@@ -145,12 +159,9 @@ class ConfigControlManager:
             elif item.name in STORED_SSL_KEYS:   # Kafka's answer for a listener setting named without its listener
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"{item.name}: Configs cannot be updated dynamically for "
                                  "existing listeners, restart broker or create a new listener for update")
-            elif item.name not in DYNAMIC_BROKER_KEYS:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"{item.name}: klog broker configs are static (set them in "
-                                 f"server.properties or with --override and restart) except "
-                                 f"{', '.join(sorted(DYNAMIC_BROKER_KEYS - DYNAMIC_LOG_KEYS))}, the broker "
-                                 "defaults of topic configs (log.retention.ms, compression.type, ...) and a "
-                                 "listener's listener.name.<listener>.ssl.keystore.*/ssl.truststore.*")
+            elif item.name not in DYNAMIC_BROKER_KEYS:   # not a broker config klog knows
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"{item.name}: unknown broker config; "
+                                 f"{_STATIC_BROKER_CONFIGS}")
         before = dict(image.configs.get((ConfigResourceType.BROKER, name), {}))
         after = self._incremental(before, items, keys) if incremental else self._replaced(items)
         for key, value in after.items():
@@ -158,11 +169,9 @@ class ConfigControlManager:
             try:
                 (SECURITY_KEYS[ssl_key[1]] if ssl_key is not None else BROKER_KEYS[key]).parse(value)
             except ConfigError as exc:
-                if ssl_key is None:
-                    raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-                # Kafka's DynamicBrokerConfig answers a listener's bad TLS value so
+                # Kafka's DynamicBrokerConfig answers a bad value so (INVALID_REQUEST, KAFKA-13609)
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"Invalid value {value} for configuration "
-                                 f"{ssl_key[1]}: {exc.reason}") from None
+                                 f"{key if ssl_key is None else ssl_key[1]}: {exc.reason}") from None
         return before, after
 
     def _alter_client_metrics(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage,
@@ -218,7 +227,7 @@ class ConfigControlManager:
         overrides = {}
         for item in configs:
             if item.value is None:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {item.name}")
+                raise TopicError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {item.name}")
             overrides[item.name] = item.value
         return overrides
 
