@@ -195,3 +195,19 @@ def test_a_read_only_or_invalid_broker_config_is_an_invalid_request(node: tuple[
         (answer,) = _alter(node, (BROKER, broker, [("log.retention.ms", SET, "abc")]))
         assert answer[2] == E.INVALID_REQUEST, answer   # what is wrong with the value in klog's words
         assert str(answer[3]).startswith("Invalid value abc for configuration log.retention.ms: "), answer
+
+
+# ---- CreateTopics ----------------------------------------------------------------------------------------------
+
+def test_create_topics_with_a_null_config_value_or_a_partition_assigned_twice_is_refused(
+        node: tuple[str, int]) -> None:
+    """Kafka's ReplicationControlManager refuses both (klog dropped the null config and kept the last of the two
+    assignments, creating the topic)."""
+    null, twice = _name("null"), _name("twice")
+    assert _create(node, {"name": null, "configs": [{"name": "retention.ms", "value": None}]}) == [
+        (null, E.INVALID_CONFIG, "Null value not supported for topic configs: retention.ms")]
+    assert _create(node, {"name": twice, "assignments": [{"partition_index": 0, "broker_ids": [1]},
+                                                         {"partition_index": 1, "broker_ids": [1]},
+                                                         {"partition_index": 0, "broker_ids": [1]}]}) == [
+        (twice, E.INVALID_REPLICA_ASSIGNMENT, "Found multiple manual partition assignments for partition 0")]
+    assert _partitions(node, null) is None and _partitions(node, twice) is None

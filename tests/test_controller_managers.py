@@ -375,3 +375,18 @@ def test_delete_topics_refuses_a_repeated_name_or_id_and_deletes_none_of_it():
         (None, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified."),
         ("a", ErrorCode.INVALID_REQUEST, "Duplicate topic name.")]
     assert sorted(committed(image, result).topics_by_name) == ["a", "b"]
+
+
+def test_create_topics_refuses_a_null_config_value_and_a_partition_assigned_twice():
+    """Kafka's ReplicationControlManager: INVALID_CONFIG for a null config value, INVALID_REPLICA_ASSIGNMENT for a
+    partition index the assignments name twice (a dict of them would keep the last)."""
+    image = cluster(1)
+    manager = topics_manager()
+    twice = CreatableTopic.from_request(NS(name="twice", num_partitions=-1, replication_factor=-1, configs=[],
+                                           assignments=[NS(partition_index=0, broker_ids=[1]),
+                                                        NS(partition_index=0, broker_ids=[1])]))
+    result = manager.create_topics([CreatableTopic("null", 1, 1, None, {"retention.ms": None}), twice], image, NOW)
+    assert [(r.item["error_code"], r.item["error_message"]) for r in result.response] == [
+        (ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs: retention.ms"),
+        (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Found multiple manual partition assignments for partition 0")]
+    assert result.records == []

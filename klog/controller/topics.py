@@ -169,12 +169,16 @@ class CreatableTopic:
     replication_factor: int = -1
     assignments: Mapping[int, list[int]] | None = None
     configs: Mapping[str, str | None] | None = None
+    #: a partition index ``assignments`` names more than once (the request's first such), refused as Kafka does
+    repeated_partition: int | None = None
 
     @staticmethod
     def from_request(item: CreateTopicsRequestCreatableTopic) -> CreatableTopic:
+        indexes = [a.partition_index for a in item.assignments or []]
+        repeated = next((i for n, i in enumerate(indexes) if i in indexes[:n]), None)
         return CreatableTopic(item.name, item.num_partitions, item.replication_factor,
                               {a.partition_index: list(a.broker_ids) for a in item.assignments or []} or None,
-                              {c.name: c.value for c in item.configs or []})
+                              {c.name: c.value for c in item.configs or []}, repeated)
 
 
 @dataclass
@@ -290,6 +294,9 @@ class TopicControlManager:
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  "Both numPartitions or replicationFactor and replicasAssignments were set. Both "
                                  "cannot be used at the same time.")
+            if item.repeated_partition is not None:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Found multiple manual partition "
+                                 f"assignments for partition {item.repeated_partition}")
             assignment = self._checked_assignment(item.assignments, 0, brokers)
         else:
             partitions = self.config["num.partitions"] if item.num_partitions == -1 else item.num_partitions
@@ -304,6 +311,9 @@ class TopicControlManager:
             assignment = place_replicas(brokers, 0, partitions, rf, self._racks(image),
                                         start=len(image.topics_by_name) + len(created))
         self._check_replication(assignment)
+        nulls = [k for k, v in (item.configs or {}).items() if v is None]
+        if nulls:   # Kafka's ReplicationControlManager
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {nulls[0]}")
         overrides = {k: v for k, v in (item.configs or {}).items() if v is not None}
         try:
             validate_topic_configs(overrides)
