@@ -211,3 +211,40 @@ def test_create_topics_with_a_null_config_value_or_a_partition_assigned_twice_is
                                                          {"partition_index": 0, "broker_ids": [1]}]}) == [
         (twice, E.INVALID_REPLICA_ASSIGNMENT, "Found multiple manual partition assignments for partition 0")]
     assert _partitions(node, null) is None and _partitions(node, twice) is None
+
+
+# ---- DescribeConfigs -------------------------------------------------------------------------------------------
+
+def _describe(node: tuple[str, int], rtype: int, rname: str, keys: list[str] | None
+              ) -> tuple[int, str | None, list[str]]:
+    """DescribeConfigs v4 of one resource: (code, message, the names of the configs described)."""
+    answer = _request(node, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+        {"resource_type": rtype, "resource_name": rname, "configuration_keys": keys}],
+        "include_synonyms": False, "include_documentation": False}).results[0]
+    return answer.error_code, answer.error_message or None, sorted(c.name for c in answer.configs)
+
+
+def test_describe_configs_with_an_empty_key_list_describes_every_config(node: tuple[str, int]) -> None:
+    """Kafka's ConfigHelper reads an empty configuration_keys as a null one: every config (klog described none)."""
+    topic = _topic(node)
+    every = _describe(node, TOPIC, topic, None)
+    assert every[0] == E.NONE and {"cleanup.policy", "retention.ms", "segment.bytes"} <= set(every[2]), every
+    assert _describe(node, TOPIC, topic, []) == every
+    assert _describe(node, BROKER, "1", [])[2] == _describe(node, BROKER, "1", None)[2]
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("a/b", "Topic name is invalid: 'a/b' contains one or more characters other than ASCII alphanumerics, '.', '_' "
+            "and '-'"),
+    ("t\n", "Topic name is invalid: 't\n' contains one or more characters other than ASCII alphanumerics, '.', "
+             "'_' and '-'"),
+    ("..", "Topic name is invalid: '..' is not allowed"),
+    ("", "Topic name is invalid: the empty string is not allowed"),
+    ("x" * 250, f"Topic name is invalid: the length of '{'x' * 250}' is longer than the max allowed length 249"),
+])
+def test_an_invalid_topic_name_is_answered_invalid_topic_exception_with_kafkas_words(
+        node: tuple[str, int], name: str, message: str) -> None:
+    """DescribeConfigs of a topic whose name cannot exist: INVALID_TOPIC_EXCEPTION (klog: UNKNOWN_TOPIC_OR_PARTITION);
+    CreateTopics of it says why in Kafka's words (Topic.validate)."""
+    assert _describe(node, TOPIC, name, None) == (E.INVALID_TOPIC_EXCEPTION, message, [])
+    assert _create(node, {"name": name}) == [(name, E.INVALID_TOPIC_EXCEPTION, message)]

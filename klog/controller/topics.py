@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 TOPIC_NAME_MAX_LENGTH = 249
-_TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+_TOPIC_NAME_RE = re.compile(r"[a-zA-Z0-9._-]+")   # fullmatch: "$" would let a final newline in
 #: Kafka caps partitions per CreateTopics/CreatePartitions request implicitly by memory; we name a limit.
 MAX_PARTITIONS_PER_TOPIC = 10_000
 #: Partitions a cluster may hold (issue 15's bound: the metadata image, every broker's copy of it and a snapshot
@@ -94,17 +94,18 @@ def is_internal(name: str) -> bool:
 
 
 def validate_topic_name(name: str | None) -> None:
+    """Kafka's ``Topic.validate``, with its words."""
     if not name:
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is empty")
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: the empty string is not allowed")
     if name in (".", ".."):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name cannot be {name!r}")
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: '{name}' is not allowed")
     if len(name) > TOPIC_NAME_MAX_LENGTH:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: the length of '{name}' is "
+                         f"longer than the max allowed length {TOPIC_NAME_MAX_LENGTH}")
+    if not _TOPIC_NAME_RE.fullmatch(name):
         raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f"Topic name is longer than {TOPIC_NAME_MAX_LENGTH} characters")
-    if not _TOPIC_NAME_RE.match(name):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f"Topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' "
-                         "and '-'")
+                         f"Topic name is invalid: '{name}' contains one or more characters other than ASCII "
+                         "alphanumerics, '.', '_' and '-'")
 
 
 #: Replicas per partition at most: Kafka's bound (CreateTopics' ReplicationFactor is an int16); placement further

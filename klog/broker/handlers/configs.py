@@ -27,7 +27,7 @@ from klog.broker.handlers.context import HandlerBroker
 from klog.broker.security import dynamic_ssl_problem
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 from klog.controller.configs import OP_DELETE, ConfigControlManager
-from klog.controller.topics import TopicError
+from klog.controller.topics import TopicError, validate_topic_name
 from klog.metadata.config_security import DYNAMIC_SSL_KEYS, dynamic_ssl_key, listener_ssl_key
 from klog.protocol.struct import Struct
 from klog.metadata import client_metrics
@@ -171,7 +171,8 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
     results = []
     for resource in request.resources:
         rtype, rname = resource.resource_type, resource.resource_name
-        keys = list(resource.configuration_keys) if resource.configuration_keys is not None else None
+        # Kafka's ConfigHelper reads an empty list of keys as none given: every config
+        keys = list(resource.configuration_keys) if resource.configuration_keys else None
         result: DescribeConfigsResponseResult = {"error_code": errors.NONE, "error_message": None, "resource_type": rtype,
                                   "resource_name": rname, "configs": []}
         results.append(result)
@@ -181,6 +182,11 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
             result["error_message"] = None
             continue
         if rtype == TOPIC:
+            try:
+                validate_topic_name(rname)   # Kafka's ConfigHelper, before the topic is looked up
+            except TopicError as exc:
+                result.update({"error_code": exc.code, "error_message": exc.message})
+                continue
             if broker.metadata.topic(rname) is None:
                 result.update({"error_code": errors.UNKNOWN_TOPIC_OR_PARTITION,
                                "error_message": f"Topic {rname} does not exist"})
