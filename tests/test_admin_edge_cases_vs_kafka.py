@@ -248,3 +248,19 @@ def test_an_invalid_topic_name_is_answered_invalid_topic_exception_with_kafkas_w
     CreateTopics of it says why in Kafka's words (Topic.validate)."""
     assert _describe(node, TOPIC, name, None) == (E.INVALID_TOPIC_EXCEPTION, message, [])
     assert _create(node, {"name": name}) == [(name, E.INVALID_TOPIC_EXCEPTION, message)]
+
+
+def test_the_default_topic_resource_is_an_invalid_request_and_deleting_an_unknown_key_is_no_error(
+        node: tuple[str, int]) -> None:
+    """Kafka's controller: a topic resource named "" is INVALID_REQUEST (klog: UNKNOWN_TOPIC_OR_PARTITION); a
+    DELETE of a key no topic config has removes nothing and is no error (klog: INVALID_CONFIG), a SET of it is."""
+    topic = _topic(node)
+    assert _alter(node, (TOPIC, "", [("retention.ms", SET, "1000")])) == [
+        (TOPIC, "", E.INVALID_REQUEST, "Default topic resources are not allowed.")]
+    assert _legacy_alter(node, (TOPIC, "", [("retention.ms", "1000")])) == [
+        (TOPIC, "", E.INVALID_REQUEST, "Default topic resources are not allowed.")]
+    assert _alter(node, (TOPIC, topic, [("no.such.config", DELETE, None), ("retention.ms", SET, "5000")])) == [
+        (TOPIC, topic, E.NONE, None)]
+    _until(lambda: _topic_config(node, topic, "retention.ms")[0] == "5000", f"{topic}'s new retention.ms")
+    assert _alter(node, (TOPIC, topic, [("no.such.config", SET, "1")])) == [
+        (TOPIC, topic, E.INVALID_CONFIG, "Unknown topic config name: no.such.config")]

@@ -70,6 +70,12 @@ def topic_config_records(name: str, before: Mapping[str, str], after: Mapping[st
     return out
 
 
+def _not_a_list(op: int, key: str) -> TopicError:
+    """Kafka's answer to an APPEND or SUBTRACT on a config that is not a list."""
+    return TopicError(ErrorCode.INVALID_CONFIG,
+                      f"Can't {'APPEND' if op == OP_APPEND else 'SUBTRACT'} to key {key} because its type is not LIST.")
+
+
 def _has_operation(item: AlterableConfig) -> TypeGuard[IncrementalAlterConfigsRequestAlterableConfig]:
     return hasattr(item, "config_operation")
 
@@ -117,8 +123,10 @@ class ConfigControlManager:
 
     def _alter_topic(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage, incremental: bool
                      ) -> list[MetadataRecord]:
+        if not name:   # Kafka's ControllerConfigurationValidator
+            raise TopicError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
         if image.topic(name) is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         before = dict(image.topic_config(name))
         after = self._incremental(before, configs) if incremental else self._replaced(configs)
         try:
@@ -185,8 +193,7 @@ class ConfigControlManager:
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown client metrics configuration: {item.name}")
             op = item.config_operation if _has_operation(item) else OP_SET
             if op in (OP_APPEND, OP_SUBTRACT):
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Can't {'APPEND' if op == OP_APPEND else 'SUBTRACT'} to "
-                                 f"key {item.name} because its type is not LIST.")
+                raise _not_a_list(op, item.name)
         after = self._incremental(before, items, CLIENT_METRICS_KEYS) if incremental else self._replaced(items)
         try:
             client_metrics.validate(name, after)
@@ -210,8 +217,7 @@ class ConfigControlManager:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {item.name}")
             op = item.config_operation if _has_operation(item) else OP_SET
             if op in (OP_APPEND, OP_SUBTRACT):
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Can't {'APPEND' if op == OP_APPEND else 'SUBTRACT'} to "
-                                 f"key {item.name} because its type is not LIST.")
+                raise _not_a_list(op, item.name)
         after = self._incremental(before, items, GROUP_CONFIG_KEYS) if incremental else self._replaced(items)
         try:
             group_config.validate(after, self.config)
@@ -237,19 +243,18 @@ class ConfigControlManager:
         overrides = dict(before)
         for item in configs:
             spec = keys.get(item.name)
-            if spec is None:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {item.name}")
             op = item.config_operation if _has_operation(item) else OP_SET
-            if op == OP_SET:
+            if op == OP_DELETE:   # a key no config has: nothing to delete, no error, as on Kafka
+                overrides.pop(item.name, None)
+            elif spec is None and op not in (OP_APPEND, OP_SUBTRACT):
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {item.name}")
+            elif op == OP_SET:
                 if item.value is None:
                     raise TopicError(ErrorCode.INVALID_REQUEST, f"Null value for SET of {item.name}")
                 overrides[item.name] = item.value
-            elif op == OP_DELETE:
-                overrides.pop(item.name, None)
             elif op in (OP_APPEND, OP_SUBTRACT):
-                if spec.type != "list":
-                    raise TopicError(ErrorCode.INVALID_CONFIG,
-                                     f"Config value append is not allowed for config key: {item.name}")
+                if spec is None or spec.type != "list":
+                    raise _not_a_list(op, item.name)
                 current = overrides.get(item.name, spec.format(self.config.topic_default(item.name)))
                 values = [v for v in (current or "").split(",") if v]
                 change = [v.strip() for v in (item.value or "").split(",") if v.strip()]
