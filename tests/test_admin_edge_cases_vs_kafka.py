@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from klog.metadata.config import TOPIC_KEYS
 from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode as E
 from klog.testing.kafka import one_broker
@@ -264,3 +265,143 @@ def test_the_default_topic_resource_is_an_invalid_request_and_deleting_an_unknow
     _until(lambda: _topic_config(node, topic, "retention.ms")[0] == "5000", f"{topic}'s new retention.ms")
     assert _alter(node, (TOPIC, topic, [("no.such.config", SET, "1")])) == [
         (TOPIC, topic, E.INVALID_CONFIG, "Unknown topic config name: no.such.config")]
+
+
+# ---- the cases whose codes already agreed ----------------------------------------------------------------------
+
+def _assign(*replicas: list[int], first: int = 0) -> list[dict[str, Any]]:
+    return [{"partition_index": first + i, "broker_ids": r} for i, r in enumerate(replicas)]
+
+
+def _configs(**configs: str) -> list[dict[str, str]]:
+    return [{"name": k.replace("_", "."), "value": v} for k, v in configs.items()]
+
+
+CREATE_CASES: dict[str, tuple[dict[str, Any], int]] = {
+    "no partitions": ({"num_partitions": 0}, E.INVALID_PARTITIONS),
+    "negative partitions": ({"num_partitions": -2}, E.INVALID_PARTITIONS),
+    "replication factor 0": ({"num_partitions": 1, "replication_factor": 0}, E.INVALID_REPLICATION_FACTOR),
+    "replication factor -2": ({"num_partitions": 1, "replication_factor": -2}, E.INVALID_REPLICATION_FACTOR),
+    "more replicas than brokers": ({"num_partitions": 1, "replication_factor": 3}, E.INVALID_REPLICATION_FACTOR),
+    "the defaults": ({}, E.NONE),
+    "a broker twice": ({"assignments": _assign([1, 1])}, E.INVALID_REPLICA_ASSIGNMENT),
+    "an unknown broker": ({"assignments": _assign([7])}, E.INVALID_REPLICA_ASSIGNMENT),
+    "an empty replica list": ({"assignments": _assign([1], [])}, E.INVALID_REPLICA_ASSIGNMENT),
+    "assignments from partition 1": ({"assignments": _assign([1], first=1)}, E.INVALID_REPLICA_ASSIGNMENT),
+    "assignments with a gap": ({"assignments": [*_assign([1]), *_assign([1], first=2)]},
+                               E.INVALID_REPLICA_ASSIGNMENT),
+    "assignments and partitions": ({"num_partitions": 1, "assignments": _assign([1])}, E.INVALID_REQUEST),
+    "assignments and replicas": ({"replication_factor": 1, "assignments": _assign([1])}, E.INVALID_REQUEST),
+    "assignments": ({"assignments": _assign([1], [1])}, E.NONE),
+    "an unknown config": ({"configs": _configs(no_such_config="1")}, E.INVALID_CONFIG),
+    "a broker config": ({"configs": _configs(log_retention_ms="1000")}, E.INVALID_CONFIG),
+    "retention.ms=abc": ({"configs": _configs(retention_ms="abc")}, E.INVALID_CONFIG),
+    "retention.ms=-2": ({"configs": _configs(retention_ms="-2")}, E.INVALID_CONFIG),
+    "min.insync.replicas=0": ({"configs": _configs(min_insync_replicas="0")}, E.INVALID_CONFIG),
+    "cleanup.policy=bogus": ({"configs": _configs(cleanup_policy="bogus")}, E.INVALID_CONFIG),
+    "compression.type=zstd2": ({"configs": _configs(compression_type="zstd2")}, E.INVALID_CONFIG),
+    "message.timestamp.type=Foo": ({"configs": _configs(message_timestamp_type="Foo")}, E.INVALID_CONFIG),
+    "max.message.bytes=-1": ({"configs": _configs(max_message_bytes="-1")}, E.INVALID_CONFIG),
+}
+
+
+@pytest.mark.parametrize("case", CREATE_CASES)
+def test_create_topics_answers_each_edge_case_with_kafkas_code(node: tuple[str, int], case: str) -> None:
+    fields, code = CREATE_CASES[case]
+    name = _name("c")
+    ((_, got, message),) = _create(node, {"name": name, **fields})
+    assert got == code, message
+    if code:
+        assert message and _partitions(node, name) is None
+
+
+def test_create_topics_refuses_an_existing_or_colliding_name_a_repeat_and_validates_only(
+        node: tuple[str, int]) -> None:
+    topic = _topic(node)
+    assert _create(node, {"name": topic})[0][1] == E.TOPIC_ALREADY_EXISTS
+    assert _create(node, {"name": topic}, validate_only=True)[0][1] == E.TOPIC_ALREADY_EXISTS
+    dotted = _name("a.b")
+    assert _create(node, {"name": dotted})[0][1] == E.NONE
+    assert _create(node, {"name": dotted.replace(".", "_")}) == [
+        (dotted.replace(".", "_"), E.INVALID_TOPIC_EXCEPTION,
+         f"Topic '{dotted.replace('.', '_')}' collides with existing topic: {dotted}")]
+    twice, checked = _name("r"), _name("v")
+    assert {code for _, code, _ in _create(node, {"name": twice}, {"name": twice})} == {
+        E.INVALID_REQUEST}   # Kafka answers it once, klog for each mention
+    assert _create(node, {"name": checked, "num_partitions": 3}, validate_only=True) == [
+        (checked, E.NONE, None)]
+    assert _partitions(node, checked) is None and _partitions(node, twice) is None
+
+
+def _grow(node: tuple[str, int], *topics: dict[str, Any], validate_only: bool = False) -> list[tuple[str, int]]:
+    answer = _request(node, ApiKey.CREATE_PARTITIONS, 3, {"topics": [{"assignments": None, **t} for t in topics],
+                                                          "timeout_ms": 30_000, "validate_only": validate_only})
+    return [(r.name, r.error_code) for r in answer.results]
+
+
+def test_create_partitions_answers_each_edge_case_with_kafkas_code(node: tuple[str, int]) -> None:
+    topic = _topic(node, partitions=2)
+    refused = {
+        "fewer": ({"count": 1}, E.INVALID_PARTITIONS), "as many": ({"count": 2}, E.INVALID_PARTITIONS),
+        "none": ({"count": 0}, E.INVALID_PARTITIONS),
+        "too few assignments": ({"count": 4, "assignments": [{"broker_ids": [1]}]}, E.INVALID_REPLICA_ASSIGNMENT),
+        "an unknown broker": ({"count": 3, "assignments": [{"broker_ids": [9]}]}, E.INVALID_REPLICA_ASSIGNMENT),
+        "a broker twice": ({"count": 3, "assignments": [{"broker_ids": [1, 1]}]}, E.INVALID_REPLICA_ASSIGNMENT),
+        "no replicas": ({"count": 3, "assignments": [{"broker_ids": []}]}, E.INVALID_REPLICA_ASSIGNMENT),
+    }
+    for case, (fields, code) in refused.items():
+        assert _grow(node, {"name": topic, **fields}) == [(topic, code)], case
+    missing = _name("none")
+    assert _grow(node, {"name": missing, "count": 3}) == [(missing, E.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert {code for _, code in _grow(node, {"name": topic, "count": 3}, {"name": topic, "count": 4})} == {
+        E.INVALID_REQUEST}
+    assert _grow(node, {"name": topic, "count": 5}, validate_only=True) == [(topic, E.NONE)]
+    _until(lambda: _partitions(node, topic) == 2, f"{topic} in the metadata")   # validate_only added none
+    assert _grow(node, {"name": topic, "count": 3}) == [(topic, E.NONE)]
+    _until(lambda: _partitions(node, topic) == 3, f"{topic}'s third partition")
+
+
+def test_delete_topics_of_an_unknown_name_or_id(node: tuple[str, int]) -> None:
+    missing = _name("gone")
+    assert [code for _, code, _ in _delete(node, (missing, ZERO))] == [E.UNKNOWN_TOPIC_OR_PARTITION]
+    assert [code for _, code, _ in _delete(node, (None, uuid.uuid4()))] == [E.UNKNOWN_TOPIC_ID]
+
+
+ALTER_CASES: dict[str, tuple[int, str, list[Config], int]] = {
+    "an unknown key": (TOPIC, "", [("no.such.config", SET, "1")], E.INVALID_CONFIG),
+    "retention.ms=abc": (TOPIC, "", [("retention.ms", SET, "abc")], E.INVALID_CONFIG),
+    "min.insync.replicas=0": (TOPIC, "", [("min.insync.replicas", SET, "0")], E.INVALID_CONFIG),
+    "cleanup.policy=bogus": (TOPIC, "", [("cleanup.policy", SET, "bogus")], E.INVALID_CONFIG),
+    "compression.type=zstd2": (TOPIC, "", [("compression.type", SET, "zstd2")], E.INVALID_CONFIG),
+    "APPEND bogus to cleanup.policy": (TOPIC, "", [("cleanup.policy", APPEND, "bogus")], E.INVALID_CONFIG),
+    "APPEND to a number": (TOPIC, "", [("retention.ms", APPEND, "1000")], E.INVALID_CONFIG),
+    "SUBTRACT from a number": (TOPIC, "", [("retention.ms", SUBTRACT, "1000")], E.INVALID_CONFIG),
+    "DELETE of an unset key": (TOPIC, "", [("segment.ms", DELETE, None)], E.NONE),
+    "an unknown topic": (TOPIC, "no-such-topic", [("retention.ms", SET, "1000")], E.UNKNOWN_TOPIC_OR_PARTITION),
+    "an unknown resource type": (99, "x", [("a", SET, "1")], E.INVALID_REQUEST),
+    "resource type 0": (0, "x", [("a", SET, "1")], E.INVALID_REQUEST),
+    "another broker's logger": (8, "7", [("kafka", SET, "INFO")], E.INVALID_REQUEST),
+    "a broker id that is no number": (BROKER, "abc", [("log.retention.ms", SET, "1")], E.INVALID_REQUEST),
+}
+
+
+@pytest.mark.parametrize("case", ALTER_CASES)
+def test_incremental_alter_configs_answers_each_edge_case_with_kafkas_code(node: tuple[str, int], case: str) -> None:
+    rtype, rname, configs, code = ALTER_CASES[case]
+    topic = _topic(node)
+    ((_, _, got, message),) = _alter(node, (rtype, rname or topic, configs))
+    assert got == code, message
+    if rtype == TOPIC and not rname and configs[0][0] in TOPIC_KEYS:
+        assert _topic_config(node, topic, configs[0][0])[1] != 1   # not the topic's own (TOPIC_CONFIG)
+
+
+def test_cleanup_policy_takes_append_and_subtract_and_validate_only_changes_nothing(node: tuple[str, int]) -> None:
+    topic = _topic(node)
+    policy = "cleanup.policy"
+    assert _alter(node, (TOPIC, topic, [("retention.ms", SET, "7777")]), validate_only=True)[0][2] == E.NONE
+    assert _alter(node, (TOPIC, topic, [(policy, APPEND, "compact")]))[0][2] == E.NONE
+    _until(lambda: _topic_config(node, topic, policy)[0] == "delete,compact", "the appended policy")
+    assert _alter(node, (TOPIC, topic, [(policy, APPEND, "compact")]))[0][2] == E.NONE   # already there
+    assert _alter(node, (TOPIC, topic, [(policy, SUBTRACT, "delete")]))[0][2] == E.NONE
+    _until(lambda: _topic_config(node, topic, policy)[0] == "compact", "the subtracted policy")
+    assert _topic_config(node, topic, "retention.ms") == ("604800000", 5)
