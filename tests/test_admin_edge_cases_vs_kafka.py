@@ -7,9 +7,8 @@ agreed are kept in the tables at the end, so a change that breaks one shows here
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from klog.metadata.config import TOPIC_KEYS
 from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode as E
 from klog.testing.kafka import one_broker
-from klog.testing.wire import WireClient
+from klog.testing.wire import WireClient, until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -34,21 +33,8 @@ def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     """(host, port) of a one-node klog or Apache Kafka cluster, from the same properties."""
     with one_broker(request.param, tmp_path_factory.mktemp(f"admin-{request.param}"), PROPERTIES) as bootstrap:
         host, _, port = bootstrap.rpartition(":")
-        _until(lambda: _brokers(host, int(port)), "the node's registration")
+        until(lambda: _brokers(host, int(port)), "the node's registration")
         yield host, int(port)
-
-
-def _until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            found = check()
-        except (OSError, ConnectionError):
-            found = None
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
-        time.sleep(0.3)
 
 
 def _request(node: tuple[str, int], api_key: int, version: int, body: dict[str, Any]) -> Any:
@@ -101,11 +87,11 @@ def test_delete_topics_naming_a_topic_twice_is_an_invalid_request_that_deletes_n
     """Kafka's ControllerApis.deleteTopics refuses a name the request repeats: one INVALID_REQUEST for the repeat,
     and the topic stays (klog deleted it at its first mention and refused only the second)."""
     topic, other = _topic(node), _topic(node)
-    _until(lambda: _partitions(node, topic) and _partitions(node, other), "both topics in the metadata")
+    until(lambda: _partitions(node, topic) and _partitions(node, other), "both topics in the metadata")
     # Kafka answers the refusals and the deletions in an order of its own
     assert sorted(_delete(node, (topic, ZERO), (other, ZERO), (topic, ZERO))) == sorted([
         (topic, E.INVALID_REQUEST, "Duplicate topic name."), (other, E.NONE, None)])
-    _until(lambda: _partitions(node, other) is None, f"{other} deleted")
+    until(lambda: _partitions(node, other) is None, f"{other} deleted")
     assert _partitions(node, topic) == 1
 
 
@@ -157,7 +143,7 @@ def test_incremental_alter_configs_naming_a_resource_twice_refuses_both_and_chan
                   (TOPIC, topic, [("retention.ms", SET, "2000")])) == sorted([
         (TOPIC, topic, E.INVALID_REQUEST, twice), (TOPIC, topic, E.INVALID_REQUEST, twice),
         (TOPIC, other, E.NONE, None)])
-    _until(lambda: _topic_config(node, other, "retention.ms")[0] == "3000", f"{other}'s new retention.ms")
+    until(lambda: _topic_config(node, other, "retention.ms")[0] == "3000", f"{other}'s new retention.ms")
     assert _topic_config(node, topic, "retention.ms") == ("604800000", 5)   # the default (DEFAULT_CONFIG)
 
 
@@ -262,7 +248,7 @@ def test_the_default_topic_resource_is_an_invalid_request_and_deleting_an_unknow
         (TOPIC, "", E.INVALID_REQUEST, "Default topic resources are not allowed.")]
     assert _alter(node, (TOPIC, topic, [("no.such.config", DELETE, None), ("retention.ms", SET, "5000")])) == [
         (TOPIC, topic, E.NONE, None)]
-    _until(lambda: _topic_config(node, topic, "retention.ms")[0] == "5000", f"{topic}'s new retention.ms")
+    until(lambda: _topic_config(node, topic, "retention.ms")[0] == "5000", f"{topic}'s new retention.ms")
     assert _alter(node, (TOPIC, topic, [("no.such.config", SET, "1")])) == [
         (TOPIC, topic, E.INVALID_CONFIG, "Unknown topic config name: no.such.config")]
 
@@ -356,9 +342,9 @@ def test_create_partitions_answers_each_edge_case_with_kafkas_code(node: tuple[s
     assert {code for _, code in _grow(node, {"name": topic, "count": 3}, {"name": topic, "count": 4})} == {
         E.INVALID_REQUEST}
     assert _grow(node, {"name": topic, "count": 5}, validate_only=True) == [(topic, E.NONE)]
-    _until(lambda: _partitions(node, topic) == 2, f"{topic} in the metadata")   # validate_only added none
+    until(lambda: _partitions(node, topic) == 2, f"{topic} in the metadata")   # validate_only added none
     assert _grow(node, {"name": topic, "count": 3}) == [(topic, E.NONE)]
-    _until(lambda: _partitions(node, topic) == 3, f"{topic}'s third partition")
+    until(lambda: _partitions(node, topic) == 3, f"{topic}'s third partition")
 
 
 def test_delete_topics_of_an_unknown_name_or_id(node: tuple[str, int]) -> None:
@@ -400,8 +386,8 @@ def test_cleanup_policy_takes_append_and_subtract_and_validate_only_changes_noth
     policy = "cleanup.policy"
     assert _alter(node, (TOPIC, topic, [("retention.ms", SET, "7777")]), validate_only=True)[0][2] == E.NONE
     assert _alter(node, (TOPIC, topic, [(policy, APPEND, "compact")]))[0][2] == E.NONE
-    _until(lambda: _topic_config(node, topic, policy)[0] == "delete,compact", "the appended policy")
+    until(lambda: _topic_config(node, topic, policy)[0] == "delete,compact", "the appended policy")
     assert _alter(node, (TOPIC, topic, [(policy, APPEND, "compact")]))[0][2] == E.NONE   # already there
     assert _alter(node, (TOPIC, topic, [(policy, SUBTRACT, "delete")]))[0][2] == E.NONE
-    _until(lambda: _topic_config(node, topic, policy)[0] == "compact", "the subtracted policy")
+    until(lambda: _topic_config(node, topic, policy)[0] == "compact", "the subtracted policy")
     assert _topic_config(node, topic, "retention.ms") == ("604800000", 5)
