@@ -391,3 +391,26 @@ def test_cleanup_policy_takes_append_and_subtract_and_validate_only_changes_noth
     assert _alter(node, (TOPIC, topic, [(policy, SUBTRACT, "delete")]))[0][2] == E.NONE
     until(lambda: _topic_config(node, topic, policy)[0] == "compact", "the subtracted policy")
     assert _topic_config(node, topic, "retention.ms") == ("604800000", 5)
+
+
+def test_the_cluster_default_broker_resource_describes_only_its_dynamic_defaults(node: tuple[str, int]) -> None:
+    """``kafka-configs --describe --entity-type brokers --entity-default``: Kafka's ConfigHelper lists the dynamic
+    defaults set on "" (DYNAMIC_DEFAULT_BROKER_CONFIG), not every broker config (klog listed them all, as for the
+    node's own id)."""
+    key = "log.index.interval.bytes"   # a default that changes no other test's answers
+
+    def described() -> dict[str, tuple[str | None, int]]:
+        answer = _request(node, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+            {"resource_type": BROKER, "resource_name": "", "configuration_keys": None}],
+            "include_synonyms": True, "include_documentation": False}).results[0]
+        assert answer.error_code == E.NONE, answer
+        return {c.name: (c.value, c.config_source) for c in answer.configs}
+
+    assert _alter(node, (BROKER, "", [(key, SET, "8192")])) == [(BROKER, "", E.NONE, None)]
+    try:
+        found = until(lambda: (d := described()).get(key) == ("8192", 3) and d, f"the cluster default of {key}")
+        assert "node.id" not in found and "log.dirs" not in found, sorted(found)
+        assert {source for _, source in found.values()} == {3}, found
+    finally:
+        assert _alter(node, (BROKER, "", [(key, DELETE, None)])) == [(BROKER, "", E.NONE, None)]
+    until(lambda: key not in described(), f"the cluster default of {key} deleted")

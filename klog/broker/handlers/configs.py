@@ -109,6 +109,22 @@ def broker_config_entries(broker: HandlerBroker, keys: list[str] | None, *, incl
     return entries
 
 
+def default_broker_config_entries(broker: HandlerBroker, keys: list[str] | None, *, include_synonyms: bool,
+                                  include_documentation: bool) -> list[DescribeConfigsResponseResourceResult]:
+    """The cluster default broker resource "" as Kafka's ConfigHelper describes it: only the dynamic defaults set
+    on it (DYNAMIC_DEFAULT_BROKER_CONFIG), their synonyms without any one broker's own value."""
+    defaults = broker.metadata.image.configs.get((ConfigResourceType.BROKER, ""), {})
+    wanted = [name for name in defaults if keys is None or name in keys]
+    entries = broker_config_entries(broker, wanted, include_synonyms=include_synonyms,
+                                    include_documentation=include_documentation) if wanted else []
+    for entry in entries:
+        entry["value"] = None if entry.get("is_sensitive") else defaults[entry["name"]]
+        entry["config_source"], entry["is_default"] = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, False
+        entry["synonyms"] = [s for s in entry.get("synonyms", [])
+                             if s["source"] != ConfigSource.DYNAMIC_BROKER_CONFIG]
+    return entries
+
+
 def listener_entry(config: BrokerConfig, name: str, dynamic: str | None, *, include_synonyms: bool,
                    include_documentation: bool) -> DescribeConfigsResponseResourceResult:
     """A ``listener.name.<l>.<key>`` setting as Kafka describes it: its dynamic value (``dynamic``, this broker's
@@ -198,6 +214,10 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
             if not _broker_name_ok(broker, rname):
                 result.update({"error_code": errors.INVALID_REQUEST,
                                "error_message": f"Unexpected broker id {rname}; this broker is {broker.node_id}"})
+                continue
+            if rname == "":
+                result["configs"] = default_broker_config_entries(broker, keys, include_synonyms=include_synonyms,
+                                                                  include_documentation=include_documentation)
                 continue
             result["configs"] = broker_config_entries(broker, keys, include_synonyms=include_synonyms,
                                                       include_documentation=include_documentation)
