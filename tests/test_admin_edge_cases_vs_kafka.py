@@ -414,3 +414,10 @@ def test_the_cluster_default_broker_resource_describes_only_its_dynamic_defaults
     finally:
         assert _alter(node, (BROKER, "", [(key, DELETE, None)])) == [(BROKER, "", E.NONE, None)]
     until(lambda: key not in described(), f"the cluster default of {key} deleted")
+
+
+def test_describe_configs_of_another_brokers_loggers_is_an_invalid_request(node: tuple[str, int]) -> None:
+    """Kafka's ConfigHelper answers a BROKER_LOGGER resource of another id INVALID_REQUEST (klog: none, no error)."""
+    assert _describe(node, 8, "7", None) == (
+        E.INVALID_REQUEST, "Unexpected broker id, expected 1 but received 7", [])
+    assert _describe(node, 8, "1", None)[0] == E.NONE

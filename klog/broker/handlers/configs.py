@@ -222,6 +222,10 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
             result["configs"] = broker_config_entries(broker, keys, include_synonyms=include_synonyms,
                                                       include_documentation=include_documentation)
         elif rtype == BROKER_LOGGER:
+            if rname != str(broker.node_id):   # Kafka's ConfigHelper, its words
+                result.update({"error_code": errors.INVALID_REQUEST, "error_message":
+                               f"Unexpected broker id, expected {broker.node_id} but received {rname}"})
+                continue
             result["configs"] = []
         elif rtype == ConfigResourceType.CLIENT_METRICS:
             if not rname:
