@@ -421,3 +421,20 @@ def test_describe_configs_of_another_brokers_loggers_is_an_invalid_request(node:
     assert _describe(node, 8, "7", None) == (
         E.INVALID_REQUEST, "Unexpected broker id, expected 1 but received 7", [])
     assert _describe(node, 8, "1", None)[0] == E.NONE
+
+
+@pytest.mark.parametrize("validate_only", [True, False])
+def test_create_topics_of_more_than_10000_partitions_in_one_request_is_a_policy_violation(
+        node: tuple[str, int], validate_only: bool) -> None:
+    """Kafka's controller bounds the partitions one CreateTopics request makes (MAX_PARTITIONS_PER_BATCH, 10000,
+    over all its topics): every topic of a request past it is refused POLICY_VIOLATION (klog bounded each topic
+    alone, INVALID_PARTITIONS, and made two topics of 6000 partitions each)."""
+    big, bigger, small = _name("big"), _name("bigger"), _name("small")
+    refused = "Excessively large number of partitions per request."
+    assert _create(node, {"name": big, "num_partitions": 6000}, {"name": bigger, "num_partitions": 6000},
+                   {"name": small, "num_partitions": 1}, validate_only=validate_only) == [
+        (big, E.POLICY_VIOLATION, refused), (bigger, E.POLICY_VIOLATION, refused),
+        (small, E.POLICY_VIOLATION, refused)]
+    assert _create(node, {"name": big, "num_partitions": 1_000_000}, validate_only=validate_only) == [
+        (big, E.POLICY_VIOLATION, refused)]
+    assert _partitions(node, big) is None and _partitions(node, small) is None

@@ -59,6 +59,8 @@ TOPIC_NAME_MAX_LENGTH = 249
 _TOPIC_NAME_RE = re.compile(r"[a-zA-Z0-9._-]+")   # fullmatch: "$" would let a final newline in
 #: Kafka caps partitions per CreateTopics/CreatePartitions request implicitly by memory; we name a limit.
 MAX_PARTITIONS_PER_TOPIC = 10_000
+#: Partitions one CreateTopics request may make, over all its topics (Kafka's MAX_PARTITIONS_PER_BATCH)
+MAX_PARTITIONS_PER_REQUEST = 10_000
 #: Partitions a cluster may hold (issue 15's bound: the metadata image, every broker's copy of it and a snapshot
 #: grow with them); CreateTopics/CreatePartitions past it are refused with POLICY_VIOLATION naming this limit.
 MAX_PARTITIONS_PER_CLUSTER = 200_000
@@ -242,12 +244,17 @@ class TopicControlManager:
         created: dict[str, uuid.UUID] = {}
         results: list[CreatedTopic] = []
         partitions_in_cluster = _partition_count(image)
+        too_many = self._requested_partitions(items) > MAX_PARTITIONS_PER_REQUEST
         for item in items:
             result: CreateTopicsResponseCreatableTopicResult = {
                 "name": item.name, "topic_id": ZERO_UUID, "error_code": ErrorCode.NONE, "error_message": None,
                 "num_partitions": -1, "replication_factor": -1}
             answer = CreatedTopic(result)
             results.append(answer)
+            if too_many:   # Kafka's validateTotalNumberOfPartitions: the whole request
+                result.update({"error_code": int(ErrorCode.POLICY_VIOLATION),
+                               "error_message": "Excessively large number of partitions per request."})
+                continue
             if counts[item.name] > 1:
                 result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
                                "error_message": f"Create topics request from client `{client_id}` contains multiple "
@@ -268,6 +275,13 @@ class TopicControlManager:
             result.update({"topic_id": topic_id, "num_partitions": partitions, "replication_factor": rf})
             answer.overrides = overrides
         return ControllerResult(() if validate_only else records, results)
+
+    def _requested_partitions(self, items: Iterable[CreatableTopic]) -> int:
+        """The partitions a CreateTopics request asks for, counted as Kafka counts them (a topic with assignments:
+        as many as they name; else its count, the broker default for -1, none for another negative one)."""
+        return sum(len(item.assignments) if item.assignments else
+                   self.config["num.partitions"] if item.num_partitions == -1 else max(item.num_partitions, 0)
+                   for item in items)
 
     def internal_replication_factor(self, replication_factor: int, image: MetadataImage) -> int:
         """offsets.topic.replication.factor capped at the live brokers and at what this controller supports."""
