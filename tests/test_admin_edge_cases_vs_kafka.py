@@ -438,3 +438,42 @@ def test_create_topics_of_more_than_10000_partitions_in_one_request_is_a_policy_
     assert _create(node, {"name": big, "num_partitions": 1_000_000}, validate_only=validate_only) == [
         (big, E.POLICY_VIOLATION, refused)]
     assert _partitions(node, big) is None and _partitions(node, small) is None
+
+
+def test_create_topics_and_create_partitions_say_why_in_kafkas_words(node: tuple[str, int]) -> None:
+    """The messages a tool prints (``kafka-topics --create`` / ``--alter``), as Kafka 4.3's controller words them."""
+    said = {
+        "Number of partitions was set to an invalid non-positive value.": {"num_partitions": 0},
+        "Replication factor must be larger than 0, or -1 to use the default value.": {"replication_factor": 0},
+        "The manual partition assignment includes the broker 1 more than once.": {"assignments": _assign([1, 1])},
+        "The manual partition assignment includes broker 7, but no such broker is registered.": {
+            "assignments": _assign([7])},
+        "The manual partition assignment includes an empty replica list.": {"assignments": _assign([1], [])},
+        "partitions should be a consecutive 0-based integer sequence": {"assignments": _assign([1], first=1)},
+        "A manual partition assignment was specified, but numPartitions was not set to -1.": {
+            "num_partitions": 1, "assignments": _assign([1])},
+        "A manual partition assignment was specified, but replication factor was not set to -1.": {
+            "replication_factor": 1, "assignments": _assign([1])},
+    }
+    for message, fields in said.items():
+        name = _name("m")
+        assert _create(node, {"name": name, **fields})[0][2] == message, fields
+    twice = _name("d")
+    assert {message for _, _, message in _create(node, {"name": twice}, {"name": twice})} == {
+        "Duplicate topic name."}
+    topic, missing = _topic(node, partitions=2), _name("gone")
+
+    def grown(*topics: dict[str, Any]) -> set[tuple[int, str | None]]:
+        answer = _request(node, ApiKey.CREATE_PARTITIONS, 3, {"topics": [{"assignments": None, **t} for t in topics],
+                                                              "timeout_ms": 30_000, "validate_only": False})
+        return {(r.error_code, r.error_message or None) for r in answer.results}
+
+    assert grown({"name": topic, "count": 1}) == {
+        (E.INVALID_PARTITIONS, f"The topic {topic} currently has 2 partition(s); 1 would not be an increase.")}
+    assert grown({"name": topic, "count": 2}) == {(E.INVALID_PARTITIONS, "Topic already has 2 partition(s).")}
+    assert grown({"name": topic, "count": 4, "assignments": [{"broker_ids": [1]}]}) == {
+        (E.INVALID_REPLICA_ASSIGNMENT, "Attempted to add 2 additional partition(s), but only 1 assignment(s) were "
+                                       "specified.")}
+    assert grown({"name": missing, "count": 2}) == {(E.UNKNOWN_TOPIC_OR_PARTITION, None)}
+    assert grown({"name": topic, "count": 3}, {"name": topic, "count": 3}) == {
+        (E.INVALID_REQUEST, "Duplicate topic name.")}

@@ -85,9 +85,10 @@ def _refused(quota: MutationCharge | None, partitions: int) -> bool:
 class TopicError(Exception):
     """A topic operation refused with a Kafka error code and message."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str | None) -> None:
         super().__init__(message)
         self.code = int(code)
+        #: None where Kafka answers no message
         self.message = message
 
 
@@ -121,7 +122,8 @@ def place_replicas(brokers: list[int], first_partition: int, count: int, replica
     ``brokers`` (ids) and over their ``racks`` (broker id -> ``broker.rack``, None: no rack), the stripe shifted
     by ``start``. Raises TopicError when there are fewer brokers than the replication factor."""
     if replication_factor < 1:
-        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         "Replication factor must be larger than 0, or -1 to use the default value.")
     if replication_factor > len(brokers):
         raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                          f"Unable to replicate the partition {replication_factor} time(s): The target "
@@ -257,8 +259,7 @@ class TopicControlManager:
                 continue
             if counts[item.name] > 1:
                 result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
-                               "error_message": f"Create topics request from client `{client_id}` contains multiple "
-                                             f"entries for the following topics: {item.name}"})
+                               "error_message": "Duplicate topic name."})
                 continue
             try:
                 topic_id, recs, partitions, rf, overrides = self._create_one(item, image, created)
@@ -306,9 +307,9 @@ class TopicControlManager:
         brokers = self._placement_brokers(image)
         if item.assignments:
             if item.num_partitions != -1 or item.replication_factor != -1:
-                raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 "Both numPartitions or replicationFactor and replicasAssignments were set. Both "
-                                 "cannot be used at the same time.")
+                raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, but "
+                                 + ("numPartitions" if item.num_partitions != -1 else "replication factor")
+                                 + " was not set to -1.")
             if item.repeated_partition is not None:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Found multiple manual partition "
                                  f"assignments for partition {item.repeated_partition}")
@@ -318,7 +319,8 @@ class TopicControlManager:
             rf = self.config["default.replication.factor"] if item.replication_factor == -1 \
                 else item.replication_factor
             if partitions < 1:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+                raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                                 "Number of partitions was set to an invalid non-positive value.")
             if partitions > MAX_PARTITIONS_PER_TOPIC:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS,
                                  f"Number of partitions {partitions} exceeds klog's limit "
@@ -350,26 +352,29 @@ class TopicControlManager:
         indexes = sorted(assignments)
         if indexes != list(range(first, first + len(indexes))):
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"Partitions must be numbered consecutively from {first}; got {indexes}")
+                             "partitions should be a consecutive 0-based integer sequence")
         if len(indexes) > MAX_PARTITIONS_PER_TOPIC:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              f"{len(indexes)} partitions exceed klog's limit {MAX_PARTITIONS_PER_TOPIC}.")
         out = [list(assignments[i]) for i in indexes]
-        sizes = {len(r) for r in out}
-        if len(sizes) != 1 or 0 in sizes:
+        if any(not r for r in out):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "The manual partition assignment includes an empty replica list.")
+        if len({len(r) for r in out}) != 1:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              "All partitions in the manual partition assignment must have the same, non-zero "
                              "number of replicas.")
         live = set(brokers)
-        for i, replicas in zip(indexes, out):
+        for replicas in out:
             if len(set(replicas)) != len(replicas):
+                twice = next(b for n, b in enumerate(replicas) if b in replicas[:n])
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Partition {i}'s replica assignment {replicas} names a broker twice.")
+                                 f"The manual partition assignment includes the broker {twice} more than once.")
             unknown = [b for b in replicas if b not in live]
             if unknown:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"The manual partition assignment includes broker {unknown[0]}, but no such "
-                                 f"broker is registered (registered: {sorted(live)}).")
+                                 "broker is registered.")
         return out
 
     # ---- DeleteTopics -------------------------------------------------------------------------------
@@ -455,7 +460,7 @@ class TopicControlManager:
             results.append(result)
             if counts[item.name] > 1:
                 result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
-                               "error_message": "Duplicate topic in request."})
+                               "error_message": "Duplicate topic name."})
                 continue
             try:
                 added = self._add_partitions(item, image, brokers)
@@ -474,15 +479,14 @@ class TopicControlManager:
                         ) -> list[MetadataRecord]:
         topic = image.topic(item.name)
         if topic is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{item.name}' does not exist.")
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)   # Kafka says no more
         current = len(topic.partitions)
         total = item.count
         if total < current:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic currently has {current} partitions, which is higher than the requested "
-                             f"{total}.")
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"The topic {item.name} currently has {current} "
+                             f"partition(s); {total} would not be an increase.")
         if total == current:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
         if total > MAX_PARTITIONS_PER_TOPIC:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              f"{total} partitions exceed klog's limit {MAX_PARTITIONS_PER_TOPIC}.")
@@ -490,8 +494,8 @@ class TopicControlManager:
         if item.assignments:
             if len(item.assignments) != total - current:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Increasing the number of partitions by {total - current} but "
-                                 f"{len(item.assignments)} assignments provided.")
+                                 f"Attempted to add {total - current} additional partition(s), but only "
+                                 f"{len(item.assignments)} assignment(s) were specified.")
             assignment = self._checked_assignment(
                 {current + i: list(a.broker_ids) for i, a in enumerate(item.assignments)}, current, brokers)
             if any(len(r) != rf for r in assignment):
