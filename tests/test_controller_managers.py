@@ -106,7 +106,8 @@ def test_replicas_are_striped_over_live_brokers_and_fenced_ones_are_left_out():
 @pytest.mark.parametrize("item, code", [
     (CreatableTopic("bad name"), ErrorCode.INVALID_TOPIC_EXCEPTION),
     (CreatableTopic("zero", 0), ErrorCode.INVALID_PARTITIONS),
-    (CreatableTopic("huge", MAX_PARTITIONS_PER_TOPIC + 1), ErrorCode.INVALID_PARTITIONS),
+    # past what one request may make (Kafka's MAX_PARTITIONS_PER_BATCH, the same bound): the whole request
+    (CreatableTopic("huge", MAX_PARTITIONS_PER_TOPIC + 1), ErrorCode.POLICY_VIOLATION),
     (CreatableTopic("cfg", 1, 1, None, {"retention.ms": "soon"}), ErrorCode.INVALID_CONFIG),
     (CreatableTopic("cfg", 1, 1, None, {"no.such.key": "1"}), ErrorCode.INVALID_CONFIG),
     (CreatableTopic("both", 2, -1, {0: [1]}), ErrorCode.INVALID_REQUEST),
@@ -248,9 +249,10 @@ def test_alter_configs_replaces_all_overrides_and_bad_values_change_nothing():
                                     configs=[NS(name="num.partitions", value="3", config_operation=OP_SET)]),
                                  NS(resource_type=4, resource_name="x", configs=[])],
                                 image, NOW, incremental=True, validate_only=False)
+    # a static broker config is one Kafka cannot update dynamically: INVALID_REQUEST, as Kafka answers it
     assert [r["error_code"] for r in bad.response] == [
         ErrorCode.INVALID_CONFIG, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_CONFIG,
-        ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_REQUEST]
+        ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST]
     assert bad.records == []
 
 
@@ -281,7 +283,10 @@ def test_replication_throttle_rates_are_dynamic_broker_configs_per_broker_or_clu
                                  broker_alter("2", ("follower.replication.throttled.rate", OP_SET, "fast")),
                                  broker_alter("2", ("follower.replication.throttled.rate", OP_APPEND, "1"))],
                                 image, NOW, incremental=True, validate_only=False)
-    assert [r["error_code"] for r in bad.response] == [ErrorCode.INVALID_CONFIG] * 3 and bad.records == []
+    # a bad value is INVALID_REQUEST as Kafka's DynamicBrokerConfig answers it (KAFKA-13609), an APPEND to a
+    # number INVALID_CONFIG
+    assert [r["error_code"] for r in bad.response] == [ErrorCode.INVALID_REQUEST] * 2 + [ErrorCode.INVALID_CONFIG]
+    assert bad.records == []
 
 
 def test_producer_id_blocks_never_overlap_and_continue_from_the_image():
@@ -352,3 +357,37 @@ def test_allocate_producer_ids_answers_a_registered_broker_of_its_epoch_and_refu
     for stale in (NS(broker_id=1, broker_epoch=7), NS(broker_id=9, broker_epoch=9)):
         refused = answer_allocate_producer_ids(stale, image)
         assert refused.records == () and refused.response["error_code"] == ErrorCode.STALE_BROKER_EPOCH
+
+
+def test_delete_topics_refuses_a_repeated_name_or_id_and_deletes_none_of_it():
+    """Kafka's ControllerApis.deleteTopics: a repeated name or id gets INVALID_REQUEST at each repeat and no result
+    at its first mention, and is not deleted; an item with neither a name nor an id is INVALID_REQUEST."""
+    image = cluster(1)
+    manager = topics_manager()
+    image = committed(image, manager.create_topics([CreatableTopic("a", 1), CreatableTopic("b", 1),
+                                                    CreatableTopic("c", 1)], image, NOW))
+    b_id = image.topic("b").id
+    result = manager.delete_topics([("a", ZERO), (None, b_id), ("a", ZERO), (None, ZERO), (None, b_id),
+                                    ("c", ZERO), (None, ZERO), ("a", ZERO)], image, NOW)
+    assert [(r["name"], r["error_code"], r["error_message"]) for r in result.response] == [
+        ("a", ErrorCode.INVALID_REQUEST, "Duplicate topic name."),
+        (None, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified."),
+        (None, ErrorCode.INVALID_REQUEST, "Duplicate topic ID."), ("c", 0, None),
+        (None, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified."),
+        ("a", ErrorCode.INVALID_REQUEST, "Duplicate topic name.")]
+    assert sorted(committed(image, result).topics_by_name) == ["a", "b"]
+
+
+def test_create_topics_refuses_a_null_config_value_and_a_partition_assigned_twice():
+    """Kafka's ReplicationControlManager: INVALID_CONFIG for a null config value, INVALID_REPLICA_ASSIGNMENT for a
+    partition index the assignments name twice (a dict of them would keep the last)."""
+    image = cluster(1)
+    manager = topics_manager()
+    twice = CreatableTopic.from_request(NS(name="twice", num_partitions=-1, replication_factor=-1, configs=[],
+                                           assignments=[NS(partition_index=0, broker_ids=[1]),
+                                                        NS(partition_index=0, broker_ids=[1])]))
+    result = manager.create_topics([CreatableTopic("null", 1, 1, None, {"retention.ms": None}), twice], image, NOW)
+    assert [(r.item["error_code"], r.item["error_message"]) for r in result.response] == [
+        (ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs: retention.ms"),
+        (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Found multiple manual partition assignments for partition 0")]
+    assert result.records == []

@@ -8,9 +8,8 @@ cluster, reading the follower's log start and its ``log-start-offset-checkpoint`
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,7 +19,7 @@ from klog.protocol.errors import ErrorCode as E
 from klog.records import encode_batch
 from klog.testing.cluster import cluster_of
 from klog.testing.cluster_api import Cluster
-from klog.testing.wire import WireClient
+from klog.testing.wire import WireClient, until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -37,20 +36,6 @@ def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
                     heap="512m") as cluster:
         cluster.wait_for_brokers()
         yield cluster
-
-
-def _until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    """``check()``'s first true answer, asked again while it is false or the node does not answer."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            found = check()
-        except (OSError, ConnectionError):
-            found = None
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
-        time.sleep(0.3)
 
 
 def _delete_records(wire: WireClient, topic: str, offset: int) -> tuple[int, int]:
@@ -81,7 +66,7 @@ def _topic_with_records(cluster: Cluster, configs: dict[str, str], count: int) -
     topic = f"t-{uuid.uuid4().hex[:8]}"
     assert cluster.create_topic(topic, 1, 1, configs=configs)[0] == E.NONE
     with cluster.wire(1) as wire:
-        _until(lambda: _produce(wire, topic, count), f"a produce to {topic}")
+        until(lambda: _produce(wire, topic, count), f"a produce to {topic}")
     return topic
 
 
@@ -114,15 +99,15 @@ def test_delete_records_on_the_offsets_topic_is_refused_and_a_groups_committed_o
     topic = _topic_with_records(node, {}, 5)
     group = f"g-{uuid.uuid4().hex[:8]}"
     with node.wire(1) as wire:
-        _until(lambda: _commit(wire, group, topic, 4), "the offset commit")
+        until(lambda: _commit(wire, group, topic, 4), "the offset commit")
         assert _offset(wire, "__consumer_offsets", -1) > 0   # the commit's record
         # Kafka refuses an internal topic whatever the ACLs (none here): INVALID_TOPIC_EXCEPTION, no low watermark
         assert _delete_records(wire, "__consumer_offsets", -1) == (E.INVALID_TOPIC_EXCEPTION, -1)
         assert _offset(wire, "__consumer_offsets", -2) == 0
     node.restart(1)
     # the coordinator loads the group again from the offsets topic: the commit is still there
-    with _until(lambda: node.wire(1), "the node back") as wire:
-        assert _until(lambda: _committed(wire, group, topic), "the group's coordinator") == [4]
+    with until(lambda: node.wire(1), "the node back") as wire:
+        assert until(lambda: _committed(wire, group, topic), "the group's coordinator") == [4]
         assert _offset(wire, "__consumer_offsets", -2) == 0
 
 
@@ -162,10 +147,10 @@ def test_delete_records_sent_to_a_follower_is_refused_and_changes_no_replicas_lo
         follower = 3 - leader
         cluster.wait_for_isr(topic, 0, [1, 2])
         with cluster.wire(leader) as wire:
-            _until(lambda: _produce(wire, topic, 20), f"a produce to {topic}")
+            until(lambda: _produce(wire, topic, 20), f"a produce to {topic}")
         with cluster.wire(follower) as wire:
             # the follower's high watermark reaches the records (else it would refuse offset 10 as out of range)
-            _until(lambda: _offset(wire, topic, -1, replica_id=-2) == 20, "the follower's high watermark")
+            until(lambda: _offset(wire, topic, -1, replica_id=-2) == 20, "the follower's high watermark")
             assert _delete_records(wire, topic, 10) == (E.NOT_LEADER_OR_FOLLOWER, -1)
             assert _offset(wire, topic, -2, replica_id=-2) == 0
         with cluster.wire(leader) as wire:

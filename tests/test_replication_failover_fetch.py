@@ -111,7 +111,7 @@ def test_a_throttled_partition_is_fetched_again_when_its_bucket_refills_not_when
     idle = create_placed(cluster, [leader, follower])   # the follower's fetches of it are held: nothing is written
     throttled = create_placed(cluster, [leader, follower],
                               {"follower.replication.throttled.replicas": f"0:{follower}"})
-    with cluster.wire(leader) as wire:
+    with cluster.wire(follower) as wire:   # a broker's config goes to that broker, as Kafka's admin client sends it
         answer = wire.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
             "resource_type": 4, "resource_name": str(follower), "configs": [{
                 "name": "follower.replication.throttled.rate", "config_operation": 0,

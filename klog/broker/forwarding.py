@@ -247,10 +247,10 @@ def forwarding_handlers(handlers: Mapping[int, Handler], forwarder: ControllerFo
                                         decide_locally, principal=ctx.principal, client_host=ctx.client_host)
 
             authz.refuse_unparsable(entry.api_key, ctx, request)
-            if entry.api_key in (33, 44):   # this broker's TLS stores are checked here, before the controller
-                from klog.broker.handlers.configs import tls_checked
+            if entry.api_key in (33, 44):   # Kafka's broker-side checks (its own TLS stores...), before the controller
+                from klog.broker.handlers.configs import preprocessed
 
-                return await authz.guard(entry.api_key, broker, ctx, request, lambda allowed: tls_checked(
+                return await authz.guard(entry.api_key, broker, ctx, request, lambda allowed: preprocessed(
                     broker, allowed, send, incremental=entry.api_key == 44))
             return await send(request)
 

@@ -511,24 +511,30 @@ class AsyncAdminClient:
         default). Non-incremental (AlterConfigs) replaces the resource's whole dynamic config.
         """
         timeout = self._t(timeout)
-        items = [(_resource(r), dict(c)) for r, c in changes.items()]
-        if incremental:
-            body = Struct(resources=[Struct(resource_type=r.type_id(), resource_name=r.name, configs=[
-                Struct(name=k, config_operation=_OP_DELETE if v is None else _OP_SET, value=v) for k, v in c.items()])
-                for r, c in items], validate_only=validate_only)
-            api = ApiKey.INCREMENTAL_ALTER_CONFIGS
-        else:
-            body = Struct(resources=[Struct(resource_type=r.type_id(), resource_name=r.name, configs=[
-                Struct(name=k, value=v) for k, v in c.items() if v is not None]) for r, c in items],
-                validate_only=validate_only)
-            api = ApiKey.ALTER_CONFIGS
-        brokers = [r for r, _ in items if r.type.lower() == "broker" and r.name.isdigit()]
-        if brokers:
-            resp = await self.cluster.request(int(brokers[0].name), api, body, timeout=timeout)
-        else:
-            resp = await self._any_request(api, body, timeout)
-        errors = [(f"{x.resource_type}:{x.resource_name}", for_code(x.error_code, x.error_message))
-                  for x in resp.responses if x.error_code]
+        # a broker's resource goes to that broker (which refuses another broker's id, as Kafka's brokers do)
+        groups: dict[int | None, list[tuple[ConfigResource, dict[str, str | None]]]] = collections.defaultdict(list)
+        for resource, configs in changes.items():
+            r = _resource(resource)
+            node = int(r.name) if r.type.lower() == "broker" and r.name.isdigit() else None
+            groups[node].append((r, dict(configs)))
+        errors = []
+        for node, items in groups.items():
+            if incremental:
+                body = Struct(resources=[Struct(resource_type=r.type_id(), resource_name=r.name, configs=[
+                    Struct(name=k, config_operation=_OP_DELETE if v is None else _OP_SET, value=v)
+                    for k, v in c.items()]) for r, c in items], validate_only=validate_only)
+                api = ApiKey.INCREMENTAL_ALTER_CONFIGS
+            else:
+                body = Struct(resources=[Struct(resource_type=r.type_id(), resource_name=r.name, configs=[
+                    Struct(name=k, value=v) for k, v in c.items() if v is not None]) for r, c in items],
+                    validate_only=validate_only)
+                api = ApiKey.ALTER_CONFIGS
+            if node is None:
+                resp = await self._any_request(api, body, timeout)
+            else:
+                resp = await self.cluster.request(node, api, body, timeout=timeout)
+            errors += [(f"{x.resource_type}:{x.resource_name}", for_code(x.error_code, x.error_message))
+                       for x in resp.responses if x.error_code]
         _raise_collected(errors, "alter_configs")
 
     # ------------------------------------------------------------------ groups

@@ -3,7 +3,8 @@
 Kafka's ``ConfigurationControlManager``, pure: a topic's new overrides are computed from the image's current
 ones (AlterConfigs replaces them all; IncrementalAlterConfigs applies SET/DELETE/APPEND/SUBTRACT in order),
 validated as a whole, and the difference becomes ConfigRecords (a null value deletes a key). Broker configs
-are static in klog (server.properties / --override), a change refused with INVALID_CONFIG, except the dynamic
+are static in klog (server.properties / --override), a change refused with INVALID_REQUEST as Kafka refuses a
+config it cannot change dynamically (an unknown one INVALID_CONFIG), except the dynamic
 replication throttle rates (``DYNAMIC_BROKER_KEYS``) and a listener's reconfigurable TLS settings
 (``listener.name.<l>.ssl.keystore.location``, ...), kept as ConfigRecords on the broker's resource (its id, or ""
 for the cluster-wide default) as Kafka's controller keeps them.
@@ -69,8 +70,22 @@ def topic_config_records(name: str, before: Mapping[str, str], after: Mapping[st
     return out
 
 
+def _not_a_list(op: int, key: str) -> TopicError:
+    """Kafka's answer to an APPEND or SUBTRACT on a config that is not a list."""
+    return TopicError(ErrorCode.INVALID_CONFIG,
+                      f"Can't {'APPEND' if op == OP_APPEND else 'SUBTRACT'} to key {key} because its type is not LIST.")
+
+
 def _has_operation(item: AlterableConfig) -> TypeGuard[IncrementalAlterConfigsRequestAlterableConfig]:
     return hasattr(item, "config_operation")
+
+
+#: what a refused broker config change says besides Kafka's words
+_STATIC_BROKER_CONFIGS = (
+    "klog broker configs are static (set them in server.properties or with --override and restart) except "
+    f"{', '.join(sorted(DYNAMIC_BROKER_KEYS - DYNAMIC_LOG_KEYS))}, the broker defaults of topic configs "
+    "(log.retention.ms, compression.type, ...) and a listener's listener.name.<listener>.ssl.keystore.*/"
+    "ssl.truststore.*")
 
 
 class ConfigControlManager:
@@ -108,8 +123,10 @@ class ConfigControlManager:
 
     def _alter_topic(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage, incremental: bool
                      ) -> list[MetadataRecord]:
+        if not name:   # Kafka's ControllerConfigurationValidator
+            raise TopicError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
         if image.topic(name) is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         before = dict(image.topic_config(name))
         after = self._incremental(before, configs) if incremental else self._replaced(configs)
         try:
@@ -132,9 +149,14 @@ class ConfigControlManager:
         (``listener.name.<l>.ssl.keystore.location``, ..., one broker's only, as Kafka's per-broker configs); any
         other broker config is static and refused. A TopicError says why a change is refused."""
         if name != "" and not name.isdigit():
-            raise TopicError(ErrorCode.INVALID_REQUEST, f"Invalid broker id {name!r}")
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}")
         items = list(configs)
         keys: dict[str, ConfigKey] = dict(BROKER_KEYS)
+        static = [item.name for item in items if item.name in BROKER_KEYS and item.name not in DYNAMIC_BROKER_KEYS
+                  and item.name not in STORED_SSL_KEYS]
+        if static:   # Kafka's DynamicBrokerConfig answers a config it cannot change so (INVALID_REQUEST)
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: "
+                             f"[{', '.join(static)}] ({_STATIC_BROKER_CONFIGS})")
         for item in items:
             ssl_key = listener_ssl_key(item.name)
             if ssl_key is not None:
@@ -145,12 +167,9 @@ class ConfigControlManager:
             elif item.name in STORED_SSL_KEYS:   # Kafka's answer for a listener setting named without its listener
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"{item.name}: Configs cannot be updated dynamically for "
                                  "existing listeners, restart broker or create a new listener for update")
-            elif item.name not in DYNAMIC_BROKER_KEYS:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"{item.name}: klog broker configs are static (set them in "
-                                 f"server.properties or with --override and restart) except "
-                                 f"{', '.join(sorted(DYNAMIC_BROKER_KEYS - DYNAMIC_LOG_KEYS))}, the broker "
-                                 "defaults of topic configs (log.retention.ms, compression.type, ...) and a "
-                                 "listener's listener.name.<listener>.ssl.keystore.*/ssl.truststore.*")
+            elif item.name not in DYNAMIC_BROKER_KEYS:   # not a broker config klog knows
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"{item.name}: unknown broker config; "
+                                 f"{_STATIC_BROKER_CONFIGS}")
         before = dict(image.configs.get((ConfigResourceType.BROKER, name), {}))
         after = self._incremental(before, items, keys) if incremental else self._replaced(items)
         for key, value in after.items():
@@ -158,11 +177,9 @@ class ConfigControlManager:
             try:
                 (SECURITY_KEYS[ssl_key[1]] if ssl_key is not None else BROKER_KEYS[key]).parse(value)
             except ConfigError as exc:
-                if ssl_key is None:
-                    raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-                # Kafka's DynamicBrokerConfig answers a listener's bad TLS value so
+                # Kafka's DynamicBrokerConfig answers a bad value so (INVALID_REQUEST, KAFKA-13609)
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"Invalid value {value} for configuration "
-                                 f"{ssl_key[1]}: {exc.reason}") from None
+                                 f"{key if ssl_key is None else ssl_key[1]}: {exc.reason}") from None
         return before, after
 
     def _alter_client_metrics(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage,
@@ -176,8 +193,7 @@ class ConfigControlManager:
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown client metrics configuration: {item.name}")
             op = item.config_operation if _has_operation(item) else OP_SET
             if op in (OP_APPEND, OP_SUBTRACT):
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Can't {'APPEND' if op == OP_APPEND else 'SUBTRACT'} to "
-                                 f"key {item.name} because its type is not LIST.")
+                raise _not_a_list(op, item.name)
         after = self._incremental(before, items, CLIENT_METRICS_KEYS) if incremental else self._replaced(items)
         try:
             client_metrics.validate(name, after)
@@ -201,8 +217,7 @@ class ConfigControlManager:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {item.name}")
             op = item.config_operation if _has_operation(item) else OP_SET
             if op in (OP_APPEND, OP_SUBTRACT):
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Can't {'APPEND' if op == OP_APPEND else 'SUBTRACT'} to "
-                                 f"key {item.name} because its type is not LIST.")
+                raise _not_a_list(op, item.name)
         after = self._incremental(before, items, GROUP_CONFIG_KEYS) if incremental else self._replaced(items)
         try:
             group_config.validate(after, self.config)
@@ -218,7 +233,7 @@ class ConfigControlManager:
         overrides = {}
         for item in configs:
             if item.value is None:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {item.name}")
+                raise TopicError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {item.name}")
             overrides[item.name] = item.value
         return overrides
 
@@ -228,19 +243,18 @@ class ConfigControlManager:
         overrides = dict(before)
         for item in configs:
             spec = keys.get(item.name)
-            if spec is None:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {item.name}")
             op = item.config_operation if _has_operation(item) else OP_SET
-            if op == OP_SET:
+            if op == OP_DELETE:   # a key no config has: nothing to delete, no error, as on Kafka
+                overrides.pop(item.name, None)
+            elif spec is None and op not in (OP_APPEND, OP_SUBTRACT):
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {item.name}")
+            elif op == OP_SET:
                 if item.value is None:
                     raise TopicError(ErrorCode.INVALID_REQUEST, f"Null value for SET of {item.name}")
                 overrides[item.name] = item.value
-            elif op == OP_DELETE:
-                overrides.pop(item.name, None)
             elif op in (OP_APPEND, OP_SUBTRACT):
-                if spec.type != "list":
-                    raise TopicError(ErrorCode.INVALID_CONFIG,
-                                     f"Config value append is not allowed for config key: {item.name}")
+                if spec is None or spec.type != "list":
+                    raise _not_a_list(op, item.name)
                 current = overrides.get(item.name, spec.format(self.config.topic_default(item.name)))
                 values = [v for v in (current or "").split(",") if v]
                 change = [v.strip() for v in (item.value or "").split(",") if v.strip()]

@@ -56,9 +56,11 @@ __all__ = [
 ]
 
 TOPIC_NAME_MAX_LENGTH = 249
-_TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+_TOPIC_NAME_RE = re.compile(r"[a-zA-Z0-9._-]+")   # fullmatch: "$" would let a final newline in
 #: Kafka caps partitions per CreateTopics/CreatePartitions request implicitly by memory; we name a limit.
 MAX_PARTITIONS_PER_TOPIC = 10_000
+#: Partitions one CreateTopics request may make, over all its topics (Kafka's MAX_PARTITIONS_PER_BATCH)
+MAX_PARTITIONS_PER_REQUEST = 10_000
 #: Partitions a cluster may hold (issue 15's bound: the metadata image, every broker's copy of it and a snapshot
 #: grow with them); CreateTopics/CreatePartitions past it are refused with POLICY_VIOLATION naming this limit.
 MAX_PARTITIONS_PER_CLUSTER = 200_000
@@ -83,9 +85,10 @@ def _refused(quota: MutationCharge | None, partitions: int) -> bool:
 class TopicError(Exception):
     """A topic operation refused with a Kafka error code and message."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str | None) -> None:
         super().__init__(message)
         self.code = int(code)
+        #: None where Kafka answers no message
         self.message = message
 
 
@@ -94,17 +97,18 @@ def is_internal(name: str) -> bool:
 
 
 def validate_topic_name(name: str | None) -> None:
+    """Kafka's ``Topic.validate``, with its words."""
     if not name:
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is empty")
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: the empty string is not allowed")
     if name in (".", ".."):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name cannot be {name!r}")
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: '{name}' is not allowed")
     if len(name) > TOPIC_NAME_MAX_LENGTH:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: the length of '{name}' is "
+                         f"longer than the max allowed length {TOPIC_NAME_MAX_LENGTH}")
+    if not _TOPIC_NAME_RE.fullmatch(name):
         raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f"Topic name is longer than {TOPIC_NAME_MAX_LENGTH} characters")
-    if not _TOPIC_NAME_RE.match(name):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f"Topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' "
-                         "and '-'")
+                         f"Topic name is invalid: '{name}' contains one or more characters other than ASCII "
+                         "alphanumerics, '.', '_' and '-'")
 
 
 #: Replicas per partition at most: Kafka's bound (CreateTopics' ReplicationFactor is an int16); placement further
@@ -118,7 +122,8 @@ def place_replicas(brokers: list[int], first_partition: int, count: int, replica
     ``brokers`` (ids) and over their ``racks`` (broker id -> ``broker.rack``, None: no rack), the stripe shifted
     by ``start``. Raises TopicError when there are fewer brokers than the replication factor."""
     if replication_factor < 1:
-        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         "Replication factor must be larger than 0, or -1 to use the default value.")
     if replication_factor > len(brokers):
         raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                          f"Unable to replicate the partition {replication_factor} time(s): The target "
@@ -169,12 +174,16 @@ class CreatableTopic:
     replication_factor: int = -1
     assignments: Mapping[int, list[int]] | None = None
     configs: Mapping[str, str | None] | None = None
+    #: a partition index ``assignments`` names more than once (the request's first such), refused as Kafka does
+    repeated_partition: int | None = None
 
     @staticmethod
     def from_request(item: CreateTopicsRequestCreatableTopic) -> CreatableTopic:
+        indexes = [a.partition_index for a in item.assignments or []]
+        repeated = next((i for n, i in enumerate(indexes) if i in indexes[:n]), None)
         return CreatableTopic(item.name, item.num_partitions, item.replication_factor,
                               {a.partition_index: list(a.broker_ids) for a in item.assignments or []} or None,
-                              {c.name: c.value for c in item.configs or []})
+                              {c.name: c.value for c in item.configs or []}, repeated)
 
 
 @dataclass
@@ -237,16 +246,20 @@ class TopicControlManager:
         created: dict[str, uuid.UUID] = {}
         results: list[CreatedTopic] = []
         partitions_in_cluster = _partition_count(image)
+        too_many = self._requested_partitions(items) > MAX_PARTITIONS_PER_REQUEST
         for item in items:
             result: CreateTopicsResponseCreatableTopicResult = {
                 "name": item.name, "topic_id": ZERO_UUID, "error_code": ErrorCode.NONE, "error_message": None,
                 "num_partitions": -1, "replication_factor": -1}
             answer = CreatedTopic(result)
             results.append(answer)
+            if too_many:   # Kafka's validateTotalNumberOfPartitions: the whole request
+                result.update({"error_code": int(ErrorCode.POLICY_VIOLATION),
+                               "error_message": "Excessively large number of partitions per request."})
+                continue
             if counts[item.name] > 1:
                 result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
-                               "error_message": f"Create topics request from client `{client_id}` contains multiple "
-                                             f"entries for the following topics: {item.name}"})
+                               "error_message": "Duplicate topic name."})
                 continue
             try:
                 topic_id, recs, partitions, rf, overrides = self._create_one(item, image, created)
@@ -263,6 +276,13 @@ class TopicControlManager:
             result.update({"topic_id": topic_id, "num_partitions": partitions, "replication_factor": rf})
             answer.overrides = overrides
         return ControllerResult(() if validate_only else records, results)
+
+    def _requested_partitions(self, items: Iterable[CreatableTopic]) -> int:
+        """The partitions a CreateTopics request asks for, counted as Kafka counts them (a topic with assignments:
+        as many as they name; else its count, the broker default for -1, none for another negative one)."""
+        return sum(len(item.assignments) if item.assignments else
+                   self.config["num.partitions"] if item.num_partitions == -1 else max(item.num_partitions, 0)
+                   for item in items)
 
     def internal_replication_factor(self, replication_factor: int, image: MetadataImage) -> int:
         """offsets.topic.replication.factor capped at the live brokers and at what this controller supports."""
@@ -287,16 +307,20 @@ class TopicControlManager:
         brokers = self._placement_brokers(image)
         if item.assignments:
             if item.num_partitions != -1 or item.replication_factor != -1:
-                raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 "Both numPartitions or replicationFactor and replicasAssignments were set. Both "
-                                 "cannot be used at the same time.")
+                raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, but "
+                                 + ("numPartitions" if item.num_partitions != -1 else "replication factor")
+                                 + " was not set to -1.")
+            if item.repeated_partition is not None:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Found multiple manual partition "
+                                 f"assignments for partition {item.repeated_partition}")
             assignment = self._checked_assignment(item.assignments, 0, brokers)
         else:
             partitions = self.config["num.partitions"] if item.num_partitions == -1 else item.num_partitions
             rf = self.config["default.replication.factor"] if item.replication_factor == -1 \
                 else item.replication_factor
             if partitions < 1:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+                raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                                 "Number of partitions was set to an invalid non-positive value.")
             if partitions > MAX_PARTITIONS_PER_TOPIC:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS,
                                  f"Number of partitions {partitions} exceeds klog's limit "
@@ -304,6 +328,9 @@ class TopicControlManager:
             assignment = place_replicas(brokers, 0, partitions, rf, self._racks(image),
                                         start=len(image.topics_by_name) + len(created))
         self._check_replication(assignment)
+        nulls = [k for k, v in (item.configs or {}).items() if v is None]
+        if nulls:   # Kafka's ReplicationControlManager
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {nulls[0]}")
         overrides = {k: v for k, v in (item.configs or {}).items() if v is not None}
         try:
             validate_topic_configs(overrides)
@@ -325,26 +352,29 @@ class TopicControlManager:
         indexes = sorted(assignments)
         if indexes != list(range(first, first + len(indexes))):
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"Partitions must be numbered consecutively from {first}; got {indexes}")
+                             "partitions should be a consecutive 0-based integer sequence")
         if len(indexes) > MAX_PARTITIONS_PER_TOPIC:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              f"{len(indexes)} partitions exceed klog's limit {MAX_PARTITIONS_PER_TOPIC}.")
         out = [list(assignments[i]) for i in indexes]
-        sizes = {len(r) for r in out}
-        if len(sizes) != 1 or 0 in sizes:
+        if any(not r for r in out):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "The manual partition assignment includes an empty replica list.")
+        if len({len(r) for r in out}) != 1:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              "All partitions in the manual partition assignment must have the same, non-zero "
                              "number of replicas.")
         live = set(brokers)
-        for i, replicas in zip(indexes, out):
+        for replicas in out:
             if len(set(replicas)) != len(replicas):
+                twice = next(b for n, b in enumerate(replicas) if b in replicas[:n])
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Partition {i}'s replica assignment {replicas} names a broker twice.")
+                                 f"The manual partition assignment includes the broker {twice} more than once.")
             unknown = [b for b in replicas if b not in live]
             if unknown:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"The manual partition assignment includes broker {unknown[0]}, but no such "
-                                 f"broker is registered (registered: {sorted(live)}).")
+                                 "broker is registered.")
         return out
 
     # ---- DeleteTopics -------------------------------------------------------------------------------
@@ -353,14 +383,32 @@ class TopicControlManager:
                       quota: MutationCharge | None = None
                       ) -> ControllerResult[list[DeleteTopicsResponseDeletableTopicResult]]:
         """``wanted``: (name, ZERO_UUID) or (None, topic id) per item. Results: name, topic_id, error_code,
-        error_message. ``quota``: charged each deleted topic's partitions."""
+        error_message. ``quota``: charged each deleted topic's partitions. As Kafka's ControllerApis.deleteTopics,
+        a name (or id) the request repeats deletes nothing: its first mention gets no result, each further one
+        INVALID_REQUEST; an item with neither a name nor an id is INVALID_REQUEST."""
+        items = list(wanted)
+        keys = Counter((name, ZERO_UUID) if name is not None else (None, topic_id) for name, topic_id in items)
+        repeated = {key for key, n in keys.items() if n > 1 and key != (None, ZERO_UUID)}
+        seen: set[tuple[str | None, uuid.UUID]] = set()
         records: list[MetadataRecord] = []
         removed: set[uuid.UUID] = set()
         results: list[DeleteTopicsResponseDeletableTopicResult] = []
-        for name, topic_id in wanted:
+        for name, topic_id in items:
             result: DeleteTopicsResponseDeletableTopicResult = {
                 "name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
+            key = (name, ZERO_UUID) if name is not None else (None, topic_id)
+            if key in repeated and key not in seen:
+                seen.add(key)   # answered (refused) at its next mention
+                continue
             results.append(result)
+            if name is None and topic_id == ZERO_UUID:
+                result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
+                               "error_message": "Neither topic name nor id were specified."})
+                continue
+            if key in repeated:
+                result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
+                               "error_message": "Duplicate topic name." if name is not None else "Duplicate topic ID."})
+                continue
             topic: TopicImage | None
             if name is None:
                 topic = image.topics_by_id.get(topic_id)
@@ -412,7 +460,7 @@ class TopicControlManager:
             results.append(result)
             if counts[item.name] > 1:
                 result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
-                               "error_message": "Duplicate topic in request."})
+                               "error_message": "Duplicate topic name."})
                 continue
             try:
                 added = self._add_partitions(item, image, brokers)
@@ -431,15 +479,14 @@ class TopicControlManager:
                         ) -> list[MetadataRecord]:
         topic = image.topic(item.name)
         if topic is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{item.name}' does not exist.")
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)   # Kafka says no more
         current = len(topic.partitions)
         total = item.count
         if total < current:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic currently has {current} partitions, which is higher than the requested "
-                             f"{total}.")
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"The topic {item.name} currently has {current} "
+                             f"partition(s); {total} would not be an increase.")
         if total == current:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
         if total > MAX_PARTITIONS_PER_TOPIC:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              f"{total} partitions exceed klog's limit {MAX_PARTITIONS_PER_TOPIC}.")
@@ -447,8 +494,8 @@ class TopicControlManager:
         if item.assignments:
             if len(item.assignments) != total - current:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Increasing the number of partitions by {total - current} but "
-                                 f"{len(item.assignments)} assignments provided.")
+                                 f"Attempted to add {total - current} additional partition(s), but only "
+                                 f"{len(item.assignments)} assignment(s) were specified.")
             assignment = self._checked_assignment(
                 {current + i: list(a.broker_ids) for i, a in enumerate(item.assignments)}, current, brokers)
             if any(len(r) != rf for r in assignment):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
+from collections.abc import Callable
 from typing import Any
 
 from klog.protocol import decode_response, encode_request
@@ -115,3 +117,18 @@ def fetch_raw(host: str, port: int, topic: str, partition: int = 0, offset: int 
             offset = found[-1].base_offset + found[-1].last_offset_delta + 1
             if offset >= part.high_watermark:
                 return batches
+
+
+def until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
+    """``check()``'s first true answer, asked again (every 0.3 s) while it is false or the node does not answer
+    (OSError); an AssertionError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            found = check()
+        except OSError:   # ConnectionError is one
+            found = None
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
+        time.sleep(0.3)

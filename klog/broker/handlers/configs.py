@@ -8,6 +8,7 @@ the dynamic ones (klog.metadata.config.DYNAMIC_BROKER_KEYS). Client metrics subs
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -25,8 +26,8 @@ from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.security import dynamic_ssl_problem
 from klog.controller.apis import CONTROLLER_API_VERSIONS
-from klog.controller.configs import ConfigControlManager
-from klog.controller.topics import TopicError
+from klog.controller.configs import OP_DELETE, ConfigControlManager
+from klog.controller.topics import TopicError, validate_topic_name
 from klog.metadata.config_security import DYNAMIC_SSL_KEYS, dynamic_ssl_key, listener_ssl_key
 from klog.protocol.struct import Struct
 from klog.metadata import client_metrics
@@ -108,6 +109,22 @@ def broker_config_entries(broker: HandlerBroker, keys: list[str] | None, *, incl
     return entries
 
 
+def default_broker_config_entries(broker: HandlerBroker, keys: list[str] | None, *, include_synonyms: bool,
+                                  include_documentation: bool) -> list[DescribeConfigsResponseResourceResult]:
+    """The cluster default broker resource "" as Kafka's ConfigHelper describes it: only the dynamic defaults set
+    on it (DYNAMIC_DEFAULT_BROKER_CONFIG), their synonyms without any one broker's own value."""
+    defaults = broker.metadata.image.configs.get((ConfigResourceType.BROKER, ""), {})
+    wanted = [name for name in defaults if keys is None or name in keys]
+    entries = broker_config_entries(broker, wanted, include_synonyms=include_synonyms,
+                                    include_documentation=include_documentation) if wanted else []
+    for entry in entries:
+        entry["value"] = None if entry.get("is_sensitive") else defaults[entry["name"]]
+        entry["config_source"], entry["is_default"] = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, False
+        entry["synonyms"] = [s for s in entry.get("synonyms", [])
+                             if s["source"] != ConfigSource.DYNAMIC_BROKER_CONFIG]
+    return entries
+
+
 def listener_entry(config: BrokerConfig, name: str, dynamic: str | None, *, include_synonyms: bool,
                    include_documentation: bool) -> DescribeConfigsResponseResourceResult:
     """A ``listener.name.<l>.<key>`` setting as Kafka describes it: its dynamic value (``dynamic``, this broker's
@@ -170,7 +187,8 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
     results = []
     for resource in request.resources:
         rtype, rname = resource.resource_type, resource.resource_name
-        keys = list(resource.configuration_keys) if resource.configuration_keys is not None else None
+        # Kafka's ConfigHelper reads an empty list of keys as none given: every config
+        keys = list(resource.configuration_keys) if resource.configuration_keys else None
         result: DescribeConfigsResponseResult = {"error_code": errors.NONE, "error_message": None, "resource_type": rtype,
                                   "resource_name": rname, "configs": []}
         results.append(result)
@@ -180,6 +198,11 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
             result["error_message"] = None
             continue
         if rtype == TOPIC:
+            try:
+                validate_topic_name(rname)   # Kafka's ConfigHelper, before the topic is looked up
+            except TopicError as exc:
+                result.update({"error_code": exc.code, "error_message": exc.message})
+                continue
             if broker.metadata.topic(rname) is None:
                 result.update({"error_code": errors.UNKNOWN_TOPIC_OR_PARTITION,
                                "error_message": f"Topic {rname} does not exist"})
@@ -192,9 +215,17 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
                 result.update({"error_code": errors.INVALID_REQUEST,
                                "error_message": f"Unexpected broker id {rname}; this broker is {broker.node_id}"})
                 continue
+            if rname == "":
+                result["configs"] = default_broker_config_entries(broker, keys, include_synonyms=include_synonyms,
+                                                                  include_documentation=include_documentation)
+                continue
             result["configs"] = broker_config_entries(broker, keys, include_synonyms=include_synonyms,
                                                       include_documentation=include_documentation)
         elif rtype == BROKER_LOGGER:
+            if rname != str(broker.node_id):   # Kafka's ConfigHelper, its words
+                result.update({"error_code": errors.INVALID_REQUEST, "error_message":
+                               f"Unexpected broker id, expected {broker.node_id} but received {rname}"})
+                continue
             result["configs"] = []
         elif rtype == ConfigResourceType.CLIENT_METRICS:
             if not rname:
@@ -247,14 +278,14 @@ def group_config_entries(broker: HandlerBroker, name: str, keys: list[str] | Non
 async def handle_alter_configs(broker: HandlerBroker, ctx: RequestContext, request: AlterConfigsRequest
                                ) -> AlterConfigsResponse:
     """AlterConfigs replaces a resource's overrides; decided by the controller (klog.controller.apis)."""
-    return await authz.guard(33, broker, ctx, request, lambda checked: tls_checked(
+    return await authz.guard(33, broker, ctx, request, lambda checked: preprocessed(
         broker, checked, broker.controller_apis.alter_configs, incremental=False))
 
 
 @handler(44, *CONTROLLER_API_VERSIONS[44])
 async def handle_incremental_alter_configs(broker: HandlerBroker, ctx: RequestContext,
                                            request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    return await authz.guard(44, broker, ctx, request, lambda checked: tls_checked(
+    return await authz.guard(44, broker, ctx, request, lambda checked: preprocessed(
         broker, checked, broker.controller_apis.incremental_alter_configs, incremental=True))
 
 
@@ -262,18 +293,22 @@ AlterRequest = TypeVar("AlterRequest", "AlterConfigsRequest", "IncrementalAlterC
 AlterResponse = TypeVar("AlterResponse", "AlterConfigsResponse", "IncrementalAlterConfigsResponse")
 
 
-async def tls_checked(broker: HandlerBroker, request: AlterRequest,
+async def preprocessed(broker: HandlerBroker, request: AlterRequest,
                        decide: Callable[[AlterRequest], Awaitable[AlterResponse]], *, incremental: bool
                        ) -> AlterResponse:
-    """Kafka's brokers validate a change of their own TLS listeners' keystores and truststores before it is
-    written (ConfigAdminManager.preprocess): the stores must load here, and the certificate keep its subject. A
-    resource that fails is answered INVALID_REQUEST by this broker; the rest go on to the controller."""
+    """Kafka's brokers check a config change before the controller sees it (ConfigAdminManager.preprocess), each
+    resource refused INVALID_REQUEST by this broker: a resource the request names twice (both), a config it names
+    twice, a null value (but a DELETE's), a broker resource of another broker's id, and a change of this broker's
+    own TLS listeners' keystores and truststores (the stores must load here, and the certificate keep its
+    subject). The rest go on to the controller."""
     refused: list[Any] = []
     kept = []
+    named = Counter((resource.resource_type, resource.resource_name) for resource in request.resources)
     for resource in request.resources:
-        problem = None
-        if resource.resource_type == BROKER and resource.resource_name == str(broker.node_id) and any(
-                dynamic_ssl_key(item.name) is not None for item in resource.configs):
+        problem = _preprocess_problem(broker, resource, named[(resource.resource_type, resource.resource_name)] > 1,
+                                      incremental)
+        if problem is None and resource.resource_type == BROKER and resource.resource_name == str(
+                broker.node_id) and any(dynamic_ssl_key(item.name) is not None for item in resource.configs):
             try:
                 before, after = ConfigControlManager(broker.config, broker.node_id).broker_configs_after(
                     resource.resource_name, resource.configs, broker.metadata.image, incremental)
@@ -294,6 +329,26 @@ async def tls_checked(broker: HandlerBroker, request: AlterRequest,
     answered: Any = response
     answered["responses"] = [*answered["responses"], *refused]
     return response
+
+
+def _preprocess_problem(broker: HandlerBroker, resource: Any, repeated: bool, incremental: bool) -> str | None:
+    """Why Kafka's ConfigAdminManager.preprocess refuses ``resource`` (INVALID_REQUEST), in its order; None: it
+    goes on."""
+    if repeated:
+        return "Each resource must appear at most once."
+    names = [item.name for item in resource.configs]
+    if len(set(names)) != len(names):
+        return "Error due to duplicate config keys"
+    nulls = [item.name for item in resource.configs
+             if item.value is None and not (incremental and item.config_operation == OP_DELETE)]
+    if nulls:
+        return "Null value not supported for : " + ", ".join(nulls)
+    if resource.resource_type == BROKER and resource.resource_name != "":
+        if not resource.resource_name.lstrip("-").isdigit():
+            return f"Node id must be an integer, but it is: {resource.resource_name}"
+        if int(resource.resource_name) != broker.node_id:
+            return f"Unexpected broker id, expected {broker.node_id}, but received {resource.resource_name}"
+    return None
 
 
 #: ListConfigResources v1 with no types lists these, in Kafka 4.3's order (any other type: UNSUPPORTED_VERSION)
