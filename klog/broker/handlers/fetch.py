@@ -278,11 +278,27 @@ def _denied_topics(broker: HandlerBroker, ctx: RequestContext, replica_id: int) 
     return denied
 
 
+def _invalid_isolation_level(request: FetchRequest, uses_topic_ids: bool) -> FetchResponse:
+    """An isolation_level other than read_uncommitted (0) and read_committed (1): Kafka's
+    ``IsolationLevel.forId`` throws, and the request's error response is UNKNOWN_SERVER_ERROR at the top and on
+    each partition named (high watermark, last stable and log start offsets -1), nothing read, no session
+    touched."""
+    responses: list[FetchResponseFetchableTopicResponse] = [
+        {"topic": "" if uses_topic_ids else topic.topic,
+         "topic_id": topic.topic_id if uses_topic_ids else errors.ZERO_UUID,
+         "partitions": [_partition_result(p.partition, errors.UNKNOWN_SERVER_ERROR) for p in topic.partitions]}
+        for topic in request.topics]
+    return {"throttle_time_ms": 0, "error_code": errors.UNKNOWN_SERVER_ERROR,
+            "session_id": getattr(request, "session_id", 0), "responses": responses}
+
+
 @handler(1, 4, 16)
 async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     version = ctx.api_version
     uses_topic_ids = version >= 13
     replica_id = _replica(request, version)[0]
+    if getattr(request, "isolation_level", 0) not in (0, READ_COMMITTED):
+        return _invalid_isolation_level(request, uses_topic_ids)
     requested, forgotten = _requested(request, uses_topic_ids)
     sessions = broker.fetch_sessions
     context = FetchContext.new(sessions, session_id=getattr(request, "session_id", 0),
