@@ -105,3 +105,89 @@ def test_a_fetch_with_an_isolation_level_neither_0_nor_1_is_answered_unknown_ser
         with Wire(bootstrap) as fresh:
             assert fresh.fetch(topic, 0, isolation_level=2) == refused
         assert wire.fetch(topic, 0, isolation_level=1)["partitions"][0]["high_watermark"] == end
+
+
+def with_bytes(batch: bytes, at: int, value: bytes) -> bytes:
+    return batch[:at] + value + batch[at + len(value):]
+
+
+def test_a_batch_cut_short_or_of_an_unknown_magic_is_refused_as_kafkas_batch_iterator_refuses_it(
+        bootstrap: str) -> None:
+    """Kafka cuts a partition's records into batches with ByteBufferLogInputStream: fewer bytes than the log
+    overhead, than the header up to the magic or than the batch's length field says hold no batch (INVALID_RECORD,
+    "must have at least one record batch"), a length field below 14 or a magic other than 0-2 is CORRUPT_MESSAGE.
+    klog answered CORRUPT_MESSAGE (which the Java producer retries) to a batch shorter than its length until
+    2026-12-07, and INVALID_RECORD to magic 3."""
+    with Wire(bootstrap) as wire:
+        topic = wire.create_topic()
+        end = wire.warm(topic)
+        good = encode_batch([{"key": b"k", "value": b"v"}])
+        length = int.from_bytes(good[8:12], "big")
+        cases = {
+            "length longer than the bytes": (with_bytes(good, 8, (length + 10).to_bytes(4, "big")),
+                                             ErrorCode.INVALID_RECORD),
+            "cut inside the header": (good[:40], ErrorCode.INVALID_RECORD),
+            "no length field": (good[:11], ErrorCode.INVALID_RECORD),
+            "cut before the magic": (good[:16], ErrorCode.INVALID_RECORD),
+            "length below 14": (with_bytes(good, 8, (13).to_bytes(4, "big")), ErrorCode.CORRUPT_MESSAGE),
+            "magic 3": (with_bytes(good, 16, b"\x03"), ErrorCode.CORRUPT_MESSAGE),
+            "magic -1": (with_bytes(good, 16, b"\xff"), ErrorCode.CORRUPT_MESSAGE),
+            "length shorter than the bytes": (with_bytes(good, 8, (length - 10).to_bytes(4, "big")),
+                                              ErrorCode.CORRUPT_MESSAGE),
+        }
+        answers = {case: wire.produce(topic, records) for case, (records, _) in cases.items()}
+        assert answers == {case: [(topic, 0, code, -1)] for case, (_, code) in cases.items()}
+        assert wire.produce(topic, good) == [(topic, 0, ErrorCode.NONE, end)]   # nothing was appended
+
+
+def test_a_partition_named_twice_in_a_produce_is_appended_once_with_its_last_records(bootstrap: str) -> None:
+    """Kafka keys a Produce's partitions by topic and partition (KafkaApis.handleProduceRequest): a partition named
+    twice, in its topic's entry or in a second entry of the topic, is appended once, with its last entry's records,
+    and answered once (klog appended both and answered twice until 2026-12-07)."""
+    from klog.records import decode_batches
+
+    with Wire(bootstrap) as wire:
+        topic = wire.create_topic()
+        end = wire.warm(topic)
+        first, last = encode_batch([{"value": b"first"}]), encode_batch([{"value": b"last"}])
+        twice_in_one_entry = {"name": topic, "partition_data": [{"index": 0, "records": first},
+                                                                 {"index": 0, "records": last}]}
+        answer = wire.request(ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 10000,
+                                                  "topic_data": [twice_in_one_entry]})
+        assert [(t.name, p.index, p.error_code, p.base_offset)
+                for t in answer.responses for p in t.partition_responses] == [(topic, 0, ErrorCode.NONE, end)]
+        second_entry = [{"name": topic, "partition_data": [{"index": 0, "records": last}]}]
+        assert wire.produce(topic, first, extra=second_entry) == [(topic, 0, ErrorCode.NONE, end + 1)]
+        [partition] = wire.fetch(topic, end)["partitions"]
+        assert partition["high_watermark"] == end + 2
+        records = wire.request(ApiKey.FETCH, 4, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+            "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": end,
+                                                        "partition_max_bytes": 1 << 20}]}]}
+        ).responses[0].partitions[0].records
+        assert [r.value for b in decode_batches(bytes(records)) for r in b.records] == [b"last", b"last"]
+
+
+def test_transactional_records_without_a_transactional_id_refuse_the_whole_produce(bootstrap: str) -> None:
+    """Kafka's KafkaApis.handleProduceRequest refuses a Produce without a transactional id that holds a transactional
+    batch (a control batch included) before any other check: every partition of it answered
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, nothing appended (klog refused only the transactional batch's partition,
+    appended the others, and answered a control batch INVALID_RECORD until 2026-12-07)."""
+    from klog.records import encode_control_batch
+
+    with Wire(bootstrap) as wire:
+        topic, other = wire.create_topic(), wire.create_topic()
+        end, other_end = wire.warm(topic), wire.warm(other)
+        plain = encode_batch([{"value": b"v"}])
+        refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        for transactional in (encode_batch([{"value": b"t"}], producer_id=4242, producer_epoch=0, base_sequence=0,
+                                           is_transactional=True),
+                              encode_control_batch(1, producer_id=4243, producer_epoch=0)):
+            answer = wire.produce(topic, transactional, extra=[
+                {"name": other, "partition_data": [{"index": 0, "records": plain}]},
+                {"name": "no-such-topic", "partition_data": [{"index": 0, "records": plain}]}])
+            # Kafka's error response lists the partitions in a hash map's order
+            assert sorted(answer) == sorted([(topic, 0, refused, -1), (other, 0, refused, -1),
+                                             ("no-such-topic", 0, refused, -1)])
+        assert wire.produce(topic, plain) == [(topic, 0, ErrorCode.NONE, end)]
+        assert wire.produce(other, plain) == [(other, 0, ErrorCode.NONE, other_end)]
