@@ -218,12 +218,16 @@ def _partitions(request: ProduceRequest) -> list[tuple[str, list[tuple[int, Requ
     """The request's topics and their partitions' records, in request order, each partition once: Kafka keys a
     Produce's partitions by topic and partition (``KafkaApis.handleProduceRequest``), so a partition named again,
     in its topic's entry or in another entry of the topic, is appended once, with the records of its last entry,
-    and answered once, in its topic's first entry."""
+    and answered once, in its topic's first entry (the topic's entries then answered as one, as Kafka does)."""
+    entries = [(t.name, [(p.index, p.records) for p in t.partition_data]) for t in request.topic_data]
     topics: dict[str, dict[int, RequestRecords | bytes | None]] = {}
-    for topic_data in request.topic_data:
-        partitions = topics.setdefault(topic_data.name, {})
-        for pdata in topic_data.partition_data:
-            partitions[pdata.index] = pdata.records
+    count = 0
+    for name, partitions in entries:
+        named = topics.setdefault(name, {})
+        named.update(partitions)
+        count += len(partitions)
+    if count == sum(map(len, topics.values())):
+        return entries   # no partition named twice: the request's entries as they are (a topic may have two)
     return [(name, list(partitions.items())) for name, partitions in topics.items()]
 
 
