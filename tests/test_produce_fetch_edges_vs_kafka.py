@@ -191,3 +191,29 @@ def test_transactional_records_without_a_transactional_id_refuse_the_whole_produ
                                              ("no-such-topic", 0, refused, -1)])
         assert wire.produce(topic, plain) == [(topic, 0, ErrorCode.NONE, end)]
         assert wire.produce(other, plain) == [(other, 0, ErrorCode.NONE, other_end)]
+
+
+def test_a_consumers_fetch_refused_for_its_offset_or_leader_epoch_carries_no_offsets(bootstrap: str) -> None:
+    """Kafka answers a consumer's partition error (a LogReadResult made from the exception) with high watermark, last
+    stable offset and log start offset -1: OFFSET_OUT_OF_RANGE past the log end, below the log start or negative,
+    UNKNOWN_LEADER_EPOCH for a newer epoch (klog sent the partition's offsets until 2026-12-07)."""
+    with Wire(bootstrap) as wire:
+        topic = wire.create_topic()
+        end = wire.warm(topic)
+        wire.warm(topic)
+        deleted = wire.request(ApiKey.DELETE_RECORDS, 2, {"topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "offset": 1}]}], "timeout_ms": 30000})
+        assert deleted.topics[0].partitions[0].error_code == ErrorCode.NONE
+
+        def refused(code: int) -> dict[str, Any]:
+            return {"error_code": ErrorCode.NONE, "partitions": [
+                {"error_code": code, "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+                 "records": 0}]}
+
+        for offset in (end + 10, 0, -1):
+            assert wire.fetch(topic, offset) == refused(ErrorCode.OFFSET_OUT_OF_RANGE), offset
+        newer_epoch = [{"topic": topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": 100, "fetch_offset": 1, "last_fetched_epoch": -1,
+             "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]
+        assert wire.fetch(topic, 1, topics=newer_epoch) == refused(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        assert wire.fetch(topic, 1)["partitions"][0]["log_start_offset"] == 1

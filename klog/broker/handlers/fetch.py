@@ -171,8 +171,8 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
             # the epoch first (a follower fences an older one too), then the leadership: Kafka's Partition.getLocalLog
             leader_epoch = preq.current_leader_epoch
             code = leader_epoch_error(leader_epoch, manager.leader_epoch(name, index)) if leader_epoch != -1 else 0
-            if code:
-                answers.append((entry_key, _partition_result(index, code, log_)))
+            if code:   # a consumer's error answers carry no offsets (Kafka's LogReadResult of an exception)
+                answers.append((entry_key, _partition_result(index, code)))
                 had_error = True
                 continue
             following = bool(replicas.leader_error(name, index))
@@ -181,7 +181,7 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
                 had_error = True
                 continue
             if offset < log_.log_start_offset or offset > log_.log_end_offset:
-                answers.append((entry_key, _partition_result(index, errors.OFFSET_OUT_OF_RANGE, log_)))
+                answers.append((entry_key, _partition_result(index, errors.OFFSET_OUT_OF_RANGE)))
                 had_error = True
                 continue
             if rack_id and not following:
@@ -216,7 +216,7 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
             read = manager.read(log_, offset, max(remaining, 0), min_one_batch=total == 0, replica=replica_id >= 0,
                                 stable_offset=stable)
         except ValueError:  # OffsetOutOfRange: retention moved the start meanwhile
-            answer["error_code"] = errors.OFFSET_OUT_OF_RANGE
+            answer.update(_partition_result(index, errors.OFFSET_OUT_OF_RANGE, log_ if replica_id >= 0 else None))
             had_error = True
             continue
         except CorruptLogError:  # damaged segment bytes (logged by the storage engine): never served
