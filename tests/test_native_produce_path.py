@@ -122,11 +122,12 @@ def test_produce_v0_to_v2_are_refused_by_the_python_path_on_both(pair, version):
 
 def test_many_topics_and_partitions_and_a_recompressed_topic_in_one_request(pair):
     before = pair.native_served()
-    topic_data = [("plain", [(0, batch(3)), (1, batch(2)), (2, batch(1))]), ("gzipped", [(1, batch(5))]),
+    # a topic in two entries (a partition named twice is the Python path's: Kafka appends it once)
+    topic_data = [("plain", [(0, batch(3)), (2, batch(1))]), ("gzipped", [(1, batch(5))]),
                   ("plain", [(1, batch(1, compression="lz4"))])]
     for version in NATIVE_VERSIONS:
         answer = pair.same(lambda cid: produce_frame(version, cid, topic_data))
-        assert error_codes(answer, version) == [0] * 5
+        assert error_codes(answer, version) == [0] * 4
     assert pair.native_served() == before + len(NATIVE_VERSIONS)
 
 

@@ -171,8 +171,8 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
             # the epoch first (a follower fences an older one too), then the leadership: Kafka's Partition.getLocalLog
             leader_epoch = preq.current_leader_epoch
             code = leader_epoch_error(leader_epoch, manager.leader_epoch(name, index)) if leader_epoch != -1 else 0
-            if code:
-                answers.append((entry_key, _partition_result(index, code, log_)))
+            if code:   # a consumer's error answers carry no offsets (Kafka's LogReadResult of an exception)
+                answers.append((entry_key, _partition_result(index, code)))
                 had_error = True
                 continue
             following = bool(replicas.leader_error(name, index))
@@ -181,7 +181,7 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
                 had_error = True
                 continue
             if offset < log_.log_start_offset or offset > log_.log_end_offset:
-                answers.append((entry_key, _partition_result(index, errors.OFFSET_OUT_OF_RANGE, log_)))
+                answers.append((entry_key, _partition_result(index, errors.OFFSET_OUT_OF_RANGE)))
                 had_error = True
                 continue
             if rack_id and not following:
@@ -216,7 +216,7 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
             read = manager.read(log_, offset, max(remaining, 0), min_one_batch=total == 0, replica=replica_id >= 0,
                                 stable_offset=stable)
         except ValueError:  # OffsetOutOfRange: retention moved the start meanwhile
-            answer["error_code"] = errors.OFFSET_OUT_OF_RANGE
+            answer.update(_partition_result(index, errors.OFFSET_OUT_OF_RANGE, log_ if replica_id >= 0 else None))
             had_error = True
             continue
         except CorruptLogError:  # damaged segment bytes (logged by the storage engine): never served
@@ -278,11 +278,27 @@ def _denied_topics(broker: HandlerBroker, ctx: RequestContext, replica_id: int) 
     return denied
 
 
+def _invalid_isolation_level(request: FetchRequest, uses_topic_ids: bool) -> FetchResponse:
+    """An isolation_level other than read_uncommitted (0) and read_committed (1): Kafka's
+    ``IsolationLevel.forId`` throws, and the request's error response is UNKNOWN_SERVER_ERROR at the top and on
+    each partition named (high watermark, last stable and log start offsets -1), nothing read, no session
+    touched."""
+    responses: list[FetchResponseFetchableTopicResponse] = [
+        {"topic": "" if uses_topic_ids else topic.topic,
+         "topic_id": topic.topic_id if uses_topic_ids else errors.ZERO_UUID,
+         "partitions": [_partition_result(p.partition, errors.UNKNOWN_SERVER_ERROR) for p in topic.partitions]}
+        for topic in request.topics]
+    return {"throttle_time_ms": 0, "error_code": errors.UNKNOWN_SERVER_ERROR,
+            "session_id": getattr(request, "session_id", 0), "responses": responses}
+
+
 @handler(1, 4, 16)
 async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     version = ctx.api_version
     uses_topic_ids = version >= 13
     replica_id = _replica(request, version)[0]
+    if getattr(request, "isolation_level", 0) not in (0, READ_COMMITTED):
+        return _invalid_isolation_level(request, uses_topic_ids)
     requested, forgotten = _requested(request, uses_topic_ids)
     sessions = broker.fetch_sessions
     context = FetchContext.new(sessions, session_id=getattr(request, "session_id", 0),

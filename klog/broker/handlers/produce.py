@@ -207,6 +207,50 @@ def _not_leader(broker: HandlerBroker, name: str, index: int, version: int, lead
     return answer
 
 
+#: a batch's magic byte, the end of its attributes (int16 at 21) and their transactional flag (Kafka's
+#: DefaultRecordBatch layout)
+_MAGIC_AT = 16
+_ATTRIBUTES_END = 23
+_TRANSACTIONAL_BIT = 0x10
+
+
+def _partitions(request: ProduceRequest) -> list[tuple[str, list[tuple[int, RequestRecords | bytes | None]]]]:
+    """The request's topics and their partitions' records, in request order, each partition once: Kafka keys a
+    Produce's partitions by topic and partition (``KafkaApis.handleProduceRequest``), so a partition named again,
+    in its topic's entry or in another entry of the topic, is appended once, with the records of its last entry,
+    and answered once, in its topic's first entry (the topic's entries then answered as one, as Kafka does)."""
+    entries = [(t.name, [(p.index, p.records) for p in t.partition_data]) for t in request.topic_data]
+    topics: dict[str, dict[int, RequestRecords | bytes | None]] = {}
+    count = 0
+    for name, partitions in entries:
+        named = topics.setdefault(name, {})
+        named.update(partitions)
+        count += len(partitions)
+    if count == sum(map(len, topics.values())):
+        return entries   # no partition named twice: the request's entries as they are (a topic may have two)
+    return [(name, list(partitions.items())) for name, partitions in topics.items()]
+
+
+def _has_transactional_records(
+        topics: list[tuple[str, list[tuple[int, RequestRecords | bytes | None]]]]) -> bool:
+    """Kafka's ``ProduceRequest.hasTransactionalRecords``: a magic v2 batch of any partition marked transactional
+    (a request without a transactional id sending one is refused whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    every partition of it, before any other check)."""
+    for _, partitions in topics:
+        for _, records in partitions:
+            if records is None:
+                continue
+            pos, size = 0, len(records)
+            while pos + _ATTRIBUTES_END <= size:
+                if records[pos + _MAGIC_AT] == 2 and records[pos + _ATTRIBUTES_END - 1] & _TRANSACTIONAL_BIT:
+                    return True
+                length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
+                if length <= 0:
+                    break
+                pos += 12 + length
+    return False
+
+
 @handler(0, 0, 12)
 def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceRequest
                    ) -> ProduceResponse | None | AnswerWhenReplicated | Coroutine[Any, Any, ProduceResponse | None]:
@@ -226,16 +270,18 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceR
     waits: list[AckWait] = []
     #: the authorization error of every partition (Write on the TransactionalId), or of each topic (Write)
     refused_all = 0
-    if broker.access is not None:
-        transactional_id = getattr(request, "transactional_id", None)
-        if transactional_id is not None and not authz.allowed(
-                broker, ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID, transactional_id):
+    topics = _partitions(request)
+    transactional_id = getattr(request, "transactional_id", None)
+    if transactional_id is None:
+        if _has_transactional_records(topics):   # Kafka: the whole request, before any other check
             refused_all = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif broker.access is not None and not authz.allowed(
+            broker, ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID, transactional_id):
+        refused_all = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     #: a producer's first transactional batches on partitions: appended once the coordinator says they are in its
     #: transaction (KIP-890): (responses list, slot, topic, partition, batch)
     unverified: list[tuple[list[ProduceResponsePartitionProduceResponse], int, str, int, ProducedBatch]] = []
-    for topic_data in request.topic_data:
-        name = topic_data.name
+    for name, partition_data in topics:
         topic = manager.topics.get(name)
         partition_responses: list[ProduceResponsePartitionProduceResponse] = []
         responses.append({"name": name, "partition_responses": partition_responses})
@@ -243,8 +289,7 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceR
         if not refused and broker.access is not None and not authz.allowed(
                 broker, ctx, authz.AclOperation.WRITE, authz.ResourceType.TOPIC, name):
             refused = errors.TOPIC_AUTHORIZATION_FAILED   # whether or not the topic exists
-        for pdata in topic_data.partition_data:
-            index = pdata.index
+        for index, records in partition_data:
             if refused:
                 partition_responses.append(_partition_error(index, refused))
                 continue
@@ -274,7 +319,6 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceR
                 if code:
                     partition_responses.append(_partition_error(index, code, message))
                     continue
-            records: RequestRecords | bytes = pdata.records
             if records is None:
                 records = b""
             verdict = _check(records, version, policy, limits, now_ms, limits.inline_bytes)

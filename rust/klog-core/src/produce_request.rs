@@ -106,7 +106,22 @@ pub fn decode_produce_frame(frame: &[u8], max_version: i16) -> Result<ProduceFra
     if r.remaining() != 0 {
         return Err(FrameError::TrailingBytes(r.remaining()));
     }
+    if names_a_partition_twice(&topics) {
+        return Err(FrameError::NotServed);
+    }
     Ok(ProduceFrame { api_version, correlation_id, client_id, transactional_id, acks, timeout_ms, topics })
+}
+
+/// A partition named twice, in one topic entry or in two entries of its topic: the Python path's, which keys the
+/// request's partitions as Kafka's `KafkaApis.handleProduceRequest` does (appended once, the last entry's records).
+fn names_a_partition_twice(topics: &[TopicData<'_>]) -> bool {
+    if topics.len() == 1 && topics[0].partitions.len() < 2 {
+        return false;
+    }
+    let mut named: Vec<(&str, i32)> =
+        topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name, p.index))).collect();
+    named.sort_unstable();
+    named.windows(2).any(|w| w[0] == w[1])
 }
 
 /// One partition's answer.
@@ -212,6 +227,18 @@ mod tests {
         let mut bytes = frame(3, b"x");
         bytes.push(1);
         assert_eq!(decode_produce_frame(&bytes, MAX_NATIVE_VERSION), Err(FrameError::TrailingBytes(1)));
+    }
+
+    #[test]
+    fn a_partition_named_twice_is_not_served() {
+        let records = Some(&b"x"[..]);
+        let topic = |name, indexes: &[i32]| TopicData {
+            name,
+            partitions: indexes.iter().map(|&index| PartitionData { index, records }).collect(),
+        };
+        assert!(!names_a_partition_twice(&[topic("a", &[0, 1]), topic("b", &[0])]));
+        assert!(names_a_partition_twice(&[topic("a", &[0, 1, 0])]));
+        assert!(names_a_partition_twice(&[topic("a", &[1]), topic("b", &[0]), topic("a", &[1])]));
     }
 
     #[test]

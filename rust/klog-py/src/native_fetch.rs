@@ -481,6 +481,10 @@ pub(crate) fn serve(
     if replica && matches!(judge, Judge::Refuse) {
         return Ok(Served::NotServed);
     }
+    // an isolation level neither read_uncommitted nor read_committed: the Python path's error answer
+    if request.isolation_level != 0 && request.isolation_level != READ_COMMITTED {
+        return Ok(Served::NotServed);
+    }
     if !replica && routes.rack_aware && !request.rack_id.is_empty() {
         return Ok(Served::NotServed);
     }

@@ -95,8 +95,12 @@ pub fn accept_produced_batch(
     Ok(produced)
 }
 
+/// Kafka's `LegacyRecord.RECORD_OVERHEAD_V0`: the smallest length field a batch may have.
+const LEGACY_RECORD_OVERHEAD_V0: i32 = 14;
+
 /// Kafka's `ProduceRequest.validateRecords` and the broker's `max.message.bytes` check, in
 /// Kafka's order, then the header.
+
 fn check_request_rules(batch: &[u8], rules: &ProduceRequestRules) -> Result<ProducedBatch, Rejection> {
     let version = rules.version;
     let size = batch.len();
@@ -105,31 +109,49 @@ fn check_request_rules(batch: &[u8], rules: &ProduceRequestRules) -> Result<Prod
             "Produce requests with version {version} are only allowed to contain record batches with magic version 2"
         ))
     };
-    if size < RECORD_BATCH_OVERHEAD {
-        if size > MAGIC_OFFSET && batch[MAGIC_OFFSET] as i8 != MAGIC_V2 {
-            return Err(magic_2_only());
-        }
-        if size == 0 {
-            return Err(Rejection::invalid(format!(
-                "Produce requests with version {version} must have at least one record batch per partition"
-            )));
-        }
-        return Err(Rejection::Corrupt(format!("record batch of {size} bytes is shorter than its header")));
+    // the first batch as Kafka's ByteBufferLogInputStream cuts it: fewer bytes than the log overhead, than the
+    // header up to the magic or than the batch's length field says hold no batch at all; a length below the
+    // smallest legacy record or a magic no Kafka wrote is corrupt
+    let no_batch = || {
+        Rejection::invalid(format!(
+            "Produce requests with version {version} must have at least one record batch per partition"
+        ))
+    };
+    if size < LOG_OVERHEAD {
+        return Err(no_batch());
+    }
+    let length = read_i32(batch, LENGTH_OFFSET);
+    if length < LEGACY_RECORD_OVERHEAD_V0 {
+        return Err(Rejection::Corrupt(format!(
+            "Record size {length} is less than the minimum record overhead ({LEGACY_RECORD_OVERHEAD_V0})"
+        )));
+    }
+    if size <= MAGIC_OFFSET {
+        return Err(no_batch());
+    }
+    let magic = batch[MAGIC_OFFSET] as i8;
+    if !(0..=MAGIC_V2).contains(&magic) {
+        return Err(Rejection::Corrupt(format!("Invalid magic found in record: {magic}")));
+    }
+    let batch_size = length as i64 + LOG_OVERHEAD as i64;
+    if batch_size > size as i64 {
+        return Err(no_batch());
+    }
+    if magic != MAGIC_V2 {
+        return Err(magic_2_only());
+    }
+    if batch_size < RECORD_BATCH_OVERHEAD as i64 {
+        return Err(Rejection::Corrupt(format!(
+            "Record batch is corrupt (the size {batch_size} is smaller than the minimum allowed overhead {RECORD_BATCH_OVERHEAD})"
+        )));
     }
     let header_bytes: [u8; RECORD_BATCH_OVERHEAD] =
         batch[..RECORD_BATCH_OVERHEAD].try_into().expect("the header is RECORD_BATCH_OVERHEAD bytes");
-    if header_bytes[MAGIC_OFFSET] as i8 != MAGIC_V2 {
-        return Err(magic_2_only());
-    }
     let attributes = read_i16(&header_bytes, ATTRIBUTES_OFFSET);
     if version < 7 && attributes & ATTR_COMPRESSION_MASK == Compression::Zstd as i16 {
         return Err(Rejection::UnsupportedCompression(
             "Produce requests with version lower than 7 may not use ZStandard compression".into(),
         ));
-    }
-    let batch_size = read_i32(&header_bytes, LENGTH_OFFSET) as i64 + LOG_OVERHEAD as i64;
-    if batch_size < RECORD_BATCH_OVERHEAD as i64 || batch_size > size as i64 {
-        return Err(Rejection::Corrupt(format!("record batch length {batch_size} does not fit {size} bytes")));
     }
     if batch_size != size as i64 {
         return Err(Rejection::invalid(format!(
@@ -207,22 +229,33 @@ mod tests {
         let good = batch(2, Compression::None);
         let invalid = |m: &str| ("invalid_record".to_string(), m.to_string());
         assert_eq!(refusal(&[], &RULES), invalid("Produce requests with version 9 must have at least one record batch per partition"));
-        assert_eq!(refusal(&good[..30], &RULES), ("corrupt".into(), "record batch of 30 bytes is shorter than its header".into()));
+        let none = invalid("Produce requests with version 9 must have at least one record batch per partition");
+        // Kafka's batch iterator: too few bytes for the length field, the magic or the length hold no batch
+        for cut in [11, 16, 30, good.len() - 1] {
+            assert_eq!(refusal(&good[..cut], &RULES), none, "{cut} bytes");
+        }
+        let mut short = good.clone();
+        short[LENGTH_OFFSET..LENGTH_OFFSET + 4].copy_from_slice(&13i32.to_be_bytes());
+        assert_eq!(refusal(&short, &RULES), ("corrupt".into(), "Record size 13 is less than the minimum record overhead (14)".into()));
+        short[LENGTH_OFFSET..LENGTH_OFFSET + 4].copy_from_slice(&40i32.to_be_bytes());
+        assert_eq!(
+            refusal(&short, &RULES),
+            ("corrupt".into(), "Record batch is corrupt (the size 52 is smaller than the minimum allowed overhead 61)".into())
+        );
+        let mut magic_3 = good.clone();
+        magic_3[MAGIC_OFFSET] = 3;
+        assert_eq!(refusal(&magic_3, &RULES), ("corrupt".into(), "Invalid magic found in record: 3".into()));
         let mut old_magic = good.clone();
         old_magic[MAGIC_OFFSET] = 1;
         let magic_2 = invalid("Produce requests with version 9 are only allowed to contain record batches with magic version 2");
         assert_eq!(refusal(&old_magic, &RULES), magic_2);
-        assert_eq!(refusal(&old_magic[..30], &RULES), magic_2);
+        assert_eq!(refusal(&old_magic[..30], &RULES), none);
         let zstd = batch(2, Compression::Zstd);
         assert_eq!(
             refusal(&zstd, &ProduceRequestRules { version: 6, ..RULES }),
             ("unsupported_compression".into(), "Produce requests with version lower than 7 may not use ZStandard compression".into())
         );
         assert!(accept_produced_batch(&zstd, &ProduceRequestRules { version: 7, ..RULES }, None, None).is_ok());
-        assert_eq!(
-            refusal(&good[..good.len() - 1], &RULES),
-            ("corrupt".into(), format!("record batch length {} does not fit {} bytes", good.len(), good.len() - 1))
-        );
         assert_eq!(
             refusal(&[good.clone(), good.clone()].concat(), &RULES),
             invalid("Produce requests with version 9 are only allowed to contain exactly one record batch per partition")
