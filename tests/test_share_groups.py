@@ -1314,3 +1314,41 @@ def test_acknowledgements_a_poll_sends_are_reported_to_the_commit_callback_also_
             assert isinstance(failed, Exception)
         finally:
             c.close()
+
+
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
+def test_share_consumer_close_with_the_cluster_down_is_bounded_by_its_timeout(tmp_path, kind):
+    """close(timeout) gives up what it cannot do by then, as Java's ``KafkaShareConsumer.close(Duration)``: with
+    the broker gone and the coordinator forgotten (a heartbeat failed), the leaving heartbeat looked the
+    coordinator up for a fixed 30 s whatever the timeout (``_heartbeat``'s ``find_coordinator(timeout=30.0)``)."""
+    from klog.testing.kafka import one_broker
+
+    topic, group = f"close-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    with one_broker(kind, tmp_path, PROPERTIES) as bootstrap:
+        with klog.AdminClient(bootstrap_servers=bootstrap) as admin:
+            admin.create_topics([klog.client.NewTopic(topic, 1, 1)])
+        consumer = klog.ShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group)
+        deadline = time.monotonic() + 60
+        while not consumer._aio.assignment:
+            assert time.monotonic() < deadline, "the share consumer was never assigned the partition"
+            consumer.poll(timeout=0.2)
+    # the broker is stopped: a heartbeat (every 500 ms) fails and forgets the coordinator
+    deadline = time.monotonic() + 30
+    while consumer._aio._coordinator is not None:
+        assert time.monotonic() < deadline, "no heartbeat failed with the broker stopped"
+        time.sleep(0.1)
+    raised: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            consumer.close(timeout=1.0)
+        except BaseException as exc:  # noqa: BLE001 - told to the test
+            raised.append(exc)
+
+    closing = threading.Thread(target=close)
+    closing.start()
+    closing.join(15)   # a bound well above the 1 s asked, well below the 30 s of the fixed lookup
+    finished = not closing.is_alive()
+    closing.join()
+    assert finished, "close(timeout=1.0) still running after 15 s with the cluster down"
+    assert not raised, raised

@@ -267,3 +267,52 @@ def test_share_acknowledgements_that_cannot_be_sent_are_reported_by_commit_sync(
                     time.sleep(0.3)
         finally:
             consumer.close()
+
+
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
+def test_share_group_lag_is_known_where_the_group_coordinator_has_no_replica(tmp_path, kind):
+    """A share-partition's lag (DescribeShareGroupOffsets v1, KIP-1226) is its leader's end offset less the start
+    offset and the records delivered to completion: Kafka's group coordinator asks the leader (ListOffsets). Three
+    single-replica partitions, one per broker: whichever broker coordinates the group, two of them have no replica
+    there. (klog read only a local log: their lag was -1.)"""
+    with make_cluster(kind, tmp_path / "cluster") as cluster:
+        bootstrap = cluster.bootstrap_servers
+        topic = f"spread-{uuid.uuid4().hex[:6]}"
+        with klog.AdminClient(bootstrap_servers=bootstrap) as admin:
+            admin.create_topics([klog.client.NewTopic(
+                topic, replica_assignment={i: [node] for i, node in enumerate(cluster.node_ids)})])
+        cluster.wait_for_topic(topic, 3)
+        group = f"g-{topic}"
+        consumer = klog.ShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group)
+        try:
+            ready_to_read([consumer], 3)
+            with klog.Producer(bootstrap_servers=bootstrap, acks="all") as p:
+                for partition in range(3):
+                    for i in range(2):
+                        p.send(topic, value=f"{partition}-{i}".encode(), partition=partition)
+                p.flush()
+            got: list = []
+            deadline = time.monotonic() + 60
+            while len(got) < 6:
+                assert time.monotonic() < deadline, f"only {len(got)} of 6 records delivered"
+                got.extend(consumer.poll(timeout=0.5))
+            consumer.commit_sync()   # accepted: each partition's start offset moves past its two records
+        finally:
+            consumer.close()
+        with klog.Producer(bootstrap_servers=bootstrap, acks="all") as p:   # partition p: p + 1 records not read
+            for partition in range(3):
+                for i in range(partition + 1):
+                    p.send(topic, value=f"late-{partition}-{i}".encode(), partition=partition)
+            p.flush()
+        want = {klog.client.TopicPartition(topic, partition): partition + 1 for partition in range(3)}
+        with klog.AdminClient(bootstrap_servers=bootstrap) as admin:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    offsets: object = admin.list_share_group_offsets(group)
+                except Exception as exc:  # noqa: BLE001 - a state write still under way: asked again
+                    offsets = exc
+                if isinstance(offsets, dict) and {tp: lag for tp, (_, lag) in offsets.items()} == want:
+                    break
+                assert time.monotonic() < deadline, f"the lags are not {want}: {offsets}"
+                time.sleep(0.3)

@@ -239,6 +239,8 @@ class AsyncConsumer:
         core._last_poll = _monotonic()
         core.raise_partition_errors()
         g = core.group
+        if g is not None:
+            g.raise_error()   # a fatal heartbeat error (Java's ErrorEvent): before the member joins again
         if g is not None and not core.manual_assignment and (self._join is not None or g.needs_join()):
             yield from self._rebalance(deadline)
         if core.needs_positions():

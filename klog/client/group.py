@@ -138,6 +138,18 @@ class _CoordinatorMixin:
     core: GroupHost
     group_id: str
     coordinator: int | None
+    #: An error the background heartbeats met that the user's next poll raises (Java's ``ErrorEvent``).
+    _error: KafkaError | None = None
+
+    def raise_error(self) -> None:
+        """Raise (once) the error the heartbeats left for poll, if any."""
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def _report(self, error: KafkaError) -> None:
+        self._error = error
+        self.core._notify_data()   # a poll waiting for records returns to raise it
 
     async def coordinator_request(self, api_key: int, body: Any, *, timeout: float, version: int | None = None,
                                   min_version: int = 0) -> Any:
@@ -548,6 +560,11 @@ class ClassicGroupMember(_CoordinatorMixin):
             if code in _MEMBER_RESET_ERRORS:
                 log.info("group %s: member reset by coordinator (%s)", self.group_id, for_code(code).name)
                 self._reset_member(code)
+                if code == _FENCED_INSTANCE_ID:
+                    # another consumer took this group.instance.id: Java's heartbeat thread fails with it, raised
+                    # from the next poll (the member joins again only if poll is called again)
+                    self._report(for_code(code, f"Heartbeat {self.group_id!r}: group.instance.id "
+                                                f"{self.instance_id!r} was fenced by another member"))
                 return
             if code in _COORDINATOR_ERRORS:
                 self.coordinator = None
@@ -814,14 +831,25 @@ class ConsumerGroupMember(_CoordinatorMixin):
                     self._ack_needed = False
                 failures = 0
             except KafkaError as e:
-                # Connection errors, and error answers (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...; the
+                # Connection errors, and the retriable answers (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS; the
                 # coordinator is looked up again after the first): an acknowledgement stays due, and is sent again
                 # after retry.backoff.ms growing to retry.backoff.max.ms, as Java's heartbeat manager does, not at
-                # once (a loop hammering the coordinator).
+                # once (a loop hammering the coordinator). Any other error (GROUP_AUTHORIZATION_FAILED,
+                # UNSUPPORTED_VERSION, INVALID_REQUEST, UNSUPPORTED_ASSIGNOR, GROUP_MAX_SIZE_REACHED,
+                # UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID, an unexpected code) is fatal to the membership, as
+                # Java's AbstractHeartbeatRequestManager.onErrorResponse: raised from the next poll, the partitions
+                # lost, the heartbeats stopped (the next poll joins again); TOPIC_AUTHORIZATION_FAILED is raised
+                # from poll and the member keeps heartbeating (the ACL may be added).
                 if isinstance(e, (KafkaConnectionError, KafkaTimeoutError)):
                     log.debug("group %s: heartbeat failed: %s", self.group_id, e)
+                elif getattr(e, "code", None) == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                    log.error("group %s: heartbeat error: %s", self.group_id, e)
+                    self._report(e)
                 else:
-                    log.warning("group %s: heartbeat error: %s", self.group_id, e)
+                    log.error("group %s: heartbeat failed with a fatal error: %s", self.group_id, e)
+                    self._report(e)
+                    self._fenced()
+                    return
                 await asyncio.sleep(self._backoff.delay(failures))
                 failures += 1
             if self._lost:

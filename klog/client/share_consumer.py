@@ -75,6 +75,8 @@ class ShareRecord(NamedTuple):
 
 
 _GAP = 0
+#: Java's ``KafkaShareConsumer.close()``: ``DEFAULT_CLOSE_TIMEOUT_MS``
+CLOSE_TIMEOUT_S = 30.0
 _ACCEPT = AcknowledgeType.IDS["accept"]
 _RENEW = AcknowledgeType.IDS["renew"]
 
@@ -326,11 +328,17 @@ class AsyncShareConsumer:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    async def close(self) -> None:
+    async def close(self, timeout: float | None = None) -> None:
         """Sends the outstanding acknowledgements (implicit mode: accepts what the last poll returned), closes
-        the share sessions (records still held are released) and leaves the group."""
+        the share sessions (records still held are released) and leaves the group, within ``timeout`` seconds
+        (default 30, Java's ``close()``; what is not done by then is given up, as Java's ``close(Duration)``)."""
         if self._closed or self.cluster is None:
             return
+        deadline = time.monotonic() + (CLOSE_TIMEOUT_S if timeout is None else max(0.0, timeout))
+
+        def remaining() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         with self._rows_lock:   # from here on acknowledge_batch() refuses (ClientClosedError): none is lost
             self._closed = True
         if self._hb_task is not None:
@@ -344,18 +352,18 @@ class AsyncShareConsumer:
                     self._implicit_accept()
                 self._held.clear()
                 self._delivered.clear()
-            await self._acknowledge_all(close=True)
+            await asyncio.wait_for(self._acknowledge_all(close=True), remaining())
         with contextlib.suppress(Exception):
             self.member_epoch = -1
-            await self._heartbeat()
+            await asyncio.wait_for(self._heartbeat(timeout=remaining()), remaining())
         await self.cluster.close()
         self._tell_ack_callback()
 
     # -- membership -------------------------------------------------------------------------------------------
-    async def _heartbeat(self) -> None:
+    async def _heartbeat(self, *, timeout: float = 30.0) -> None:
         assert self.cluster is not None
         if self._coordinator is None:
-            self._coordinator = await find_coordinator(self, self.group_id, timeout=30.0)
+            self._coordinator = await find_coordinator(self, self.group_id, timeout=timeout)
         body = Struct(group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
                       rack_id=None, subscribed_topic_names=self._topics if self.member_epoch == 0 else None)
         try:
@@ -1122,6 +1130,7 @@ class ShareConsumer(BlockingClient):
     def member_id(self) -> str:
         return self._aio.member_id
 
-    def close(self) -> None:
-        self._close_with(self._aio.close())
+    def close(self, timeout: float | None = None) -> None:
+        """See :meth:`AsyncShareConsumer.close`: bounded by ``timeout`` seconds (default 30)."""
+        self._close_with(self._aio.close(timeout))
         self._aio._tell_ack_callback(caller=True)

@@ -13,13 +13,20 @@ are dropped, so the next ShareFetch loads the new state.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
-from klog.protocol import Struct
+from klog.protocol import ApiKey, Struct
 
 from .errors import ErrorCode, GroupError
 from .share import ShareGroup
+
+log = logging.getLogger(__name__)
+
+# ListOffsets as a consumer asks it (replica -1, read uncommitted) for the latest offset: the leader's high watermark
+_LATEST, _LIST_OFFSETS_VERSION = -1, 4
+_END_OFFSET_TIMEOUT_MS = 30_000
 
 
 class ShareOffsetsAdmin:
@@ -49,7 +56,40 @@ class ShareOffsetsAdmin:
             return None, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
         return group, ErrorCode.NONE, None
 
-    def _high_watermark(self, topic: str, partition: int) -> int | None:
+    async def _end_offset(self, topic: str, partition: int) -> int | None:
+        """The partition's end offset for its lag, as Kafka's ``PartitionMetadataClient.listLatestOffsets``: its
+        leader's high watermark, read here when this broker leads it (or is the single node), else asked of the
+        leader (ListOffsets, latest, as a consumer). None when no leader is known or it did not answer (the lag is
+        then unknown). Before, only a local log was read: where the group coordinator held no replica of the
+        partition the lag was always -1, and a follower's high watermark could trail the leader's."""
+        context = self.coordinator.context
+        endpoint_of = getattr(context, "partition_leader_endpoint", None)
+        metadata = getattr(context, "metadata", None)
+        if endpoint_of is None or metadata is None or metadata.controller is None:   # a single node leads them all
+            return self._local_high_watermark(topic, partition)
+        endpoint = endpoint_of(topic, partition, context.listener_name)
+        if endpoint is None:
+            return None
+        if endpoint[0] == context.node_id and not context.replicas.leader_error(topic, partition):
+            return self._local_high_watermark(topic, partition)
+        node, host, port = endpoint
+        body = Struct(replica_id=-1, isolation_level=0, topics=[Struct(name=topic, partitions=[Struct(
+            partition_index=partition, current_leader_epoch=-1, timestamp=_LATEST, max_num_offsets=1)])])
+        try:
+            conn = await context.inter_broker.open(host, port, node, client_id=f"klog-share-lag-{context.node_id}",
+                                                   request_timeout_ms=_END_OFFSET_TIMEOUT_MS,
+                                                   max_response_bytes=1 << 16, connect_timeout_ms=5000)
+            try:
+                response = await conn.request(ApiKey.LIST_OFFSETS, body, version=_LIST_OFFSETS_VERSION)
+            finally:
+                conn.close()
+        except Exception as exc:  # noqa: BLE001 - the lag is unknown
+            log.info("ListOffsets of %s-%d to node %d for a share-group lag failed: %s", topic, partition, node, exc)
+            return None
+        answered = response.topics[0].partitions[0]
+        return None if answered.error_code else int(answered.offset)
+
+    def _local_high_watermark(self, topic: str, partition: int) -> int | None:
         plog = self.coordinator.context.partition_log(topic, partition) \
             if hasattr(self.coordinator.context, "partition_log") else None
         return None if plog is None else int(plog.high_watermark)
@@ -99,8 +139,8 @@ class ShareOffsetsAdmin:
         if summary.error_code:
             return answer(summary.error_code)
         lag = -1
-        hwm = self._high_watermark(name, index)
-        if summary.start_offset >= 0 and hwm is not None:
+        hwm = await self._end_offset(name, index) if summary.start_offset >= 0 else None
+        if hwm is not None:
             # Kafka's share-partition lag (KIP-1226): records from the start offset not yet delivered to completion
             lag = max(hwm - summary.start_offset - max(summary.delivery_complete_count, 0), 0)
         return answer(ErrorCode.NONE, summary.start_offset, summary.leader_epoch, lag)
