@@ -240,6 +240,17 @@ CASES = [
                                                                          "value": "*"}]}], "validate_only": True}),
          lambda r: r.responses[0].error_code, E.CLUSTER_AUTHORIZATION_FAILED,
          [(Rt.CLUSTER, CLUSTER, Op.ALTER_CONFIGS)]),
+    # KIP-412 log levels (BROKER_LOGGER, 8): configs of the cluster, decided by the broker itself (node id 1)
+    Case("DescribeConfigs of a broker's loggers", lambda c: c.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+        "resources": [{"resource_type": 8, "resource_name": "1", "configuration_keys": ["root"]}],
+        "include_synonyms": False, "include_documentation": False}),
+         lambda r: r.results[0].error_code, E.CLUSTER_AUTHORIZATION_FAILED,
+         [(Rt.CLUSTER, CLUSTER, Op.DESCRIBE_CONFIGS)]),
+    Case("IncrementalAlterConfigs of a broker's loggers", lambda c: c.request(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{"resource_type": 8, "resource_name": "1", "configs": [
+            {"name": "root", "config_operation": 0, "value": "INFO"}]}], "validate_only": True}),
+         lambda r: r.responses[0].error_code, E.CLUSTER_AUTHORIZATION_FAILED,
+         [(Rt.CLUSTER, CLUSTER, Op.ALTER_CONFIGS)]),
     Case("ListConfigResources", lambda c: c.request(ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [16]}),
          lambda r: r.error_code, E.CLUSTER_AUTHORIZATION_FAILED, [(Rt.CLUSTER, CLUSTER, Op.DESCRIBE_CONFIGS)]),
     Case("FindCoordinator", lambda c: c.request(ApiKey.FIND_COORDINATOR, 3, {"key": GROUP, "key_type": 0}),

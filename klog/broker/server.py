@@ -112,7 +112,6 @@ class BrokerServer:
         self.native_front_requests = 0
         #: of the native Fetch path's requests, those the native front answered or parked without the event loop
         self.native_front_fetches = 0
-        self.trace_requests = log.isEnabledFor(logging.DEBUG)
         #: Prometheus counters, kept only when klog.metrics.listener is set (None: no per-request cost)
         self.metrics: BrokerMetrics | None = BrokerMetrics() if config["klog.metrics.listener"] else None
         self.metrics_listener: MetricsListener | None = None
@@ -125,6 +124,12 @@ class BrokerServer:
         self.sends = SendPaths(config)
         #: the native front reading idle plaintext connections (klog.network.native.front.enable; None: off)
         self.front: FrontLink | None = None
+
+    @property
+    def trace_requests(self) -> bool:
+        """Log every request at DEBUG: klog.broker.server's level, read per request (IncrementalAlterConfigs of
+        the BROKER_LOGGER resource changes it at runtime, klog/broker/loggers.py)."""
+        return log.isEnabledFor(logging.DEBUG)
 
     def _front_stats(self) -> dict[str, int]:
         """The native front's hand-backs, large frames (frames over its 64 KiB read buffer), held bytes and the

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from klog.broker import errors
+from klog.broker import loggers as runtime_loggers
 from klog.metadata.config import (
     BROKER_KEYS,
     CONFIG_TYPE_CODES,
@@ -223,10 +224,11 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
                                                       include_documentation=include_documentation)
         elif rtype == BROKER_LOGGER:
             if rname != str(broker.node_id):   # Kafka's ConfigHelper, its words
-                result.update({"error_code": errors.INVALID_REQUEST, "error_message":
-                               f"Unexpected broker id, expected {broker.node_id} but received {rname}"})
+                message = "Broker id must not be empty" if not rname else \
+                    f"Unexpected broker id, expected {broker.node_id} but received {rname}"
+                result.update({"error_code": errors.INVALID_REQUEST, "error_message": message})
                 continue
-            result["configs"] = []
+            result["configs"] = logger_entries(keys)
         elif rtype == ConfigResourceType.CLIENT_METRICS:
             if not rname:
                 result.update({"error_code": errors.INVALID_REQUEST,
@@ -245,6 +247,15 @@ def handle_describe_configs(broker: HandlerBroker, ctx: RequestContext, request:
             result.update({"error_code": errors.INVALID_REQUEST,
                            "error_message": f"Unsupported resource type {rtype}"})
     return {"throttle_time_ms": 0, "results": results}
+
+
+def logger_entries(keys: list[str] | None) -> list[DescribeConfigsResponseResourceResult]:
+    """This broker's loggers (those of ``keys``, else every one) with their effective levels, as Kafka's
+    ConfigHelper describes a BROKER_LOGGER resource (source DYNAMIC_BROKER_LOGGER_CONFIG, no synonyms)."""
+    return [{"name": name, "value": level, "read_only": False, "is_default": False,
+             "config_source": ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, "is_sensitive": False, "synonyms": [],
+             "config_type": 0, "documentation": None}
+            for name, level in runtime_loggers.loggers().items() if keys is None or name in keys]
 
 
 def group_config_entries(broker: HandlerBroker, name: str, keys: list[str] | None, *, include_synonyms: bool,
@@ -300,13 +311,17 @@ async def preprocessed(broker: HandlerBroker, request: AlterRequest,
     resource refused INVALID_REQUEST by this broker: a resource the request names twice (both), a config it names
     twice, a null value (but a DELETE's), a broker resource of another broker's id, and a change of this broker's
     own TLS listeners' keystores and truststores (the stores must load here, and the certificate keep its
-    subject). The rest go on to the controller."""
-    refused: list[Any] = []
+    subject). A BROKER_LOGGER resource (IncrementalAlterConfigs only) this broker answers itself
+    (:func:`_alter_loggers`). The rest go on to the controller."""
+    answered_here: list[Any] = []   # refused, or a BROKER_LOGGER resource's answer
     kept = []
     named = Counter((resource.resource_type, resource.resource_name) for resource in request.resources)
     for resource in request.resources:
         problem = _preprocess_problem(broker, resource, named[(resource.resource_type, resource.resource_name)] > 1,
                                       incremental)
+        if problem is None and incremental and resource.resource_type == BROKER_LOGGER:
+            answered_here.append(_alter_loggers(broker, resource, bool(request.validate_only)))
+            continue
         if problem is None and resource.resource_type == BROKER and resource.resource_name == str(
                 broker.node_id) and any(dynamic_ssl_key(item.name) is not None for item in resource.configs):
             try:
@@ -319,16 +334,30 @@ async def preprocessed(broker: HandlerBroker, request: AlterRequest,
         if problem is None:
             kept.append(resource)
         else:
-            refused.append({"error_code": errors.INVALID_REQUEST, "error_message": problem,
+            answered_here.append({"error_code": errors.INVALID_REQUEST, "error_message": problem,
                             "resource_type": resource.resource_type, "resource_name": resource.resource_name})
-    if not refused:
+    if not answered_here:
         return await decide(request)
     if not kept:
-        return cast(AlterResponse, {"throttle_time_ms": 0, "responses": refused})
+        return cast(AlterResponse, {"throttle_time_ms": 0, "responses": answered_here})
     response = await decide(cast(AlterRequest, Struct(**{**request.__dict__, "resources": kept})))
     answered: Any = response
-    answered["responses"] = [*answered["responses"], *refused]
+    answered["responses"] = [*answered["responses"], *answered_here]
     return response
+
+
+def _alter_loggers(broker: HandlerBroker, resource: Any, validate_only: bool) -> dict[str, Any]:
+    """The answer of one BROKER_LOGGER resource, which this broker applies itself (Kafka's
+    RuntimeLoggerManager: never forwarded to the controller, never persisted)."""
+    code: int = errors.NONE
+    message: str | None = None
+    try:
+        runtime_loggers.apply_changes(broker.node_id, resource.resource_name, resource.configs,
+                                      validate_only=validate_only)
+    except runtime_loggers.LoggerChangeError as exc:
+        code, message = exc.code, exc.message
+    return {"error_code": code, "error_message": message, "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name}
 
 
 def _preprocess_problem(broker: HandlerBroker, resource: Any, repeated: bool, incremental: bool) -> str | None:

@@ -81,8 +81,11 @@ class ServingBroker(Protocol):
     state: BrokerState
     handlers: dict[int, Handler]
     metrics: BrokerMetrics | None
-    #: log every request at DEBUG
-    trace_requests: bool
+    @property
+    def trace_requests(self) -> bool:
+        """Log every request at DEBUG (klog.broker.server's level, which may change at runtime)."""
+        ...
+
     requests_handled: int
     native_produce_requests: int
     native_fetch_requests: int
