@@ -1,5 +1,6 @@
-"""The consumer's fetcher after a failed fetch (a fetch backoff), on real klog clusters: whatever the timing of the
-fetcher's wake-ups around the end of the backoff, it fetches again."""
+"""The consumer's fetcher after a failed fetch (a fetch backoff), on real clusters (the leader change on klog and on
+Apache Kafka 4.x: the consumer is klog's, its brokers either): whatever the timing of the fetcher's wake-ups around
+the end of the backoff, it fetches again."""
 
 from __future__ import annotations
 
@@ -68,9 +69,10 @@ def test_a_fetch_backoff_ending_between_two_clock_readings_of_the_fetcher_does_n
             assert [r.offset for r in _records(consumer, 10, within=20)] == list(range(10, 20))
 
 
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
 def test_a_consumer_living_through_a_leader_change_goes_on_fetching(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with cluster_of("klog", tmp_path, 3) as cluster:
+        kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with cluster_of(kind, tmp_path, 3) as cluster:
         cluster.wait_for_brokers()
         topic = f"t-{uuid.uuid4().hex[:8]}"
         tp = TopicPartition(topic, 0)

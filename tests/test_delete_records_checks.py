@@ -3,8 +3,8 @@ Partition.deleteRecordsOnLeader), in its order, and a refused request changes no
 (TOPIC_AUTHORIZATION_FAILED), the partition in the metadata (UNKNOWN_TOPIC_OR_PARTITION), an internal topic
 (INVALID_TOPIC_EXCEPTION, whatever the ACLs), a replica this broker does not lead (NOT_LEADER_OR_FOLLOWER), a
 cleanup.policy without ``delete`` (POLICY_VIOLATION), the offset (OFFSET_OUT_OF_RANGE). The one-node cases run on a
-klog node and on an Apache Kafka 4.x node started from the same properties; the follower case on a 2-node klog
-cluster, reading the follower's log start and its ``log-start-offset-checkpoint``."""
+klog node and on an Apache Kafka 4.x node started from the same properties; the follower case on a 2-node cluster of
+each, reading the follower's log start and its ``log-start-offset-checkpoint``."""
 
 from __future__ import annotations
 
@@ -130,11 +130,13 @@ def _checkpointed_log_start(cluster: Cluster, broker: int, topic: str) -> list[s
     return [line for line in lines if line.split(" ")[0] == topic]
 
 
-def test_delete_records_sent_to_a_follower_is_refused_and_changes_no_replicas_log_start(tmp_path: Any) -> None:
+@pytest.mark.parametrize("kind", ["klog", "kafka"])
+def test_delete_records_sent_to_a_follower_is_refused_and_changes_no_replicas_log_start(kind: str, tmp_path: Any
+                                                                                        ) -> None:
     """A client with stale metadata sends DeleteRecords to a follower: NOT_LEADER_OR_FOLLOWER, as Kafka's
     deleteRecordsOnLeader answers, and neither replica's log start moves (the follower's copy only follows its
     leader's log start, from its fetches)."""
-    with cluster_of("klog", tmp_path, 2) as cluster:
+    with cluster_of(kind, tmp_path, 2, properties=PROPERTIES) as cluster:
         cluster.wait_for_brokers()
         topic = f"t-{uuid.uuid4().hex[:8]}"
         with cluster.wire(1) as wire:
