@@ -286,6 +286,89 @@ def test_delete_records_of_a_partition_whose_log_dir_is_offline_answers_kafka_st
             assert _fetch_values(wire, topic, full) == acked
 
 
+def _two_dir_broker(stack, kind, tmp_path):
+    """A broker (klog or Apache Kafka) with two log dirs; (wire client, the two dirs)."""
+    from klog.testing.kafka import apache_kafka
+
+    dirs = [tmp_path / "dir-a", tmp_path / "dir-b"]
+    config = {"log.dirs": ",".join(map(str, dirs)), "log.retention.check.interval.ms": 1000,
+              "offsets.topic.num.partitions": 1}
+    if kind == "kafka":
+        host, port = stack.enter_context(apache_kafka(tmp_path / "kafka", config=config)).rsplit(":", 1)
+    else:
+        broker = stack.enter_context(BrokerProcess(tmp_path / "klog", config))
+        host, port = broker.host, broker.port
+    return stack.enter_context(WireClient(host, int(port))), dirs
+
+
+def _topic_of_1_mib_segments(wire, dirs, prefix):
+    """A topic with a partition in each of ``dirs`` and 1 MiB segments; (topic, its partition in the second dir,
+    which is not the metadata log's: Kafka halts when that one fails)."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    response = wire.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
+        {"name": topic, "num_partitions": 2, "replication_factor": 1, "assignments": [],
+         "configs": [{"name": "segment.bytes", "value": str(1 << 20)}]}], "timeout_ms": 5000, "validate_only": False})
+    assert response.topics[0].error_code == 0
+    deadline = time.monotonic() + 10   # Kafka makes the directories once the controller's record arrives
+    while sum((d / f"{topic}-{p}").is_dir() for d in dirs for p in (0, 1)) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    on_second = [p for p in (0, 1) if (dirs[1] / f"{topic}-{p}").is_dir()]
+    assert len(on_second) == 1, os.listdir(dirs[1])
+    return topic, on_second[0]
+
+
+def _await_dir_offline(wire, log_dir):
+    deadline = time.monotonic() + 60
+    while _log_dir_errors(wire).get(str(log_dir)) != KAFKA_STORAGE_ERROR:
+        assert time.monotonic() < deadline, _log_dir_errors(wire)
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=[pytest.mark.java])])
+def test_delete_records_whose_segment_cannot_be_retired_takes_its_log_dir_offline(kind, tmp_path):
+    """A segment below the new log start cannot be renamed ``*.deleted`` (a non-empty directory holds that name):
+    Kafka's deleteSegments hands the IOException to the LogDirFailureChannel and the dir goes offline (Kafka retires
+    the segments after the answer, at its next retention check; klog at once, answering KAFKA_STORAGE_ERROR). klog
+    answered KAFKA_STORAGE_ERROR but kept the dir online, and the retry answered NONE with the segment's files
+    leaked on disk. The other dir keeps taking writes."""
+    import contextlib
+
+    with contextlib.ExitStack() as stack:
+        wire, dirs = _two_dir_broker(stack, kind, tmp_path)
+        topic, partition = _topic_of_1_mib_segments(wire, dirs, "retire")
+        for _ in range(3):   # 600 kB a batch: each one rolls a new 1 MiB segment
+            assert _produce(wire, topic, partition, os.urandom(600_000)) == 0
+        failing = dirs[1] / f"{topic}-{partition}"
+        assert (failing / "00000000000000000001.log").exists(), sorted(os.listdir(failing))
+        (failing / "00000000000000000000.log.deleted" / "obstacle").mkdir(parents=True)
+        code, _ = _delete_records(wire, topic, partition, 2)
+        assert code in (0, KAFKA_STORAGE_ERROR)
+        _await_dir_offline(wire, dirs[1])
+        assert _log_dir_errors(wire)[str(dirs[0])] == 0
+        assert _delete_records(wire, topic, partition, 2)[0] == KAFKA_STORAGE_ERROR
+        assert _produce(wire, topic, 1 - partition, b"still taken") == 0
+
+
+@pytest.mark.parametrize("kind", ["klog", pytest.param("kafka", marks=[pytest.mark.java])])
+def test_a_leader_append_failing_with_any_storage_error_takes_its_log_dir_offline(kind, tmp_path):
+    """The segment a leader's append rolls cannot be made (a non-empty directory holds its file name: EISDIR, no
+    full disk or I/O error): the dir goes offline, as Kafka hands any IOException of an append to the
+    LogDirFailureChannel. klog took the dir offline only on ENOSPC/EIO/EROFS/EDQUOT: this one stayed online with
+    every append to the partition failing. The other dir keeps taking writes."""
+    import contextlib
+
+    with contextlib.ExitStack() as stack:
+        wire, dirs = _two_dir_broker(stack, kind, tmp_path)
+        topic, partition = _topic_of_1_mib_segments(wire, dirs, "roll")
+        assert _produce(wire, topic, partition, os.urandom(600_000)) == 0
+        (dirs[1] / f"{topic}-{partition}" / "00000000000000000001.log" / "obstacle").mkdir(parents=True)
+        assert _produce(wire, topic, partition, os.urandom(600_000)) != 0   # it rolls onto the directory
+        _await_dir_offline(wire, dirs[1])
+        assert _log_dir_errors(wire)[str(dirs[0])] == 0
+        assert _produce(wire, topic, 1 - partition, b"still taken") == 0
+
+
 def test_admin_changes_that_cannot_be_stored_on_a_full_disk_are_refused_and_not_applied(small_fs):
     """The disk fills up behind the broker's back (no write of its own failed yet): a topic config change or a new
     topic that cannot be stored answers KAFKA_STORAGE_ERROR and leaves nothing changed."""

@@ -535,7 +535,7 @@ class PartitionManager:
         try:
             result = log_.append(records, leader_epoch=self._leader_epochs.get(key, 0), now_ms=now_ms)
         except OSError as exc:
-            self.note_write_failure(exc, os.path.dirname(log_.dir))
+            self.note_leader_write_failure(topic, partition, exc, os.path.dirname(log_.dir), log_)
             raise
         self._wake(self._replica_waiters, key)   # consumers wait for the high watermark, which moves elsewhere
         return result
@@ -641,6 +641,18 @@ class PartitionManager:
         if log_dir is not None and (exc.errno in LOG_DIR_FAILURE_ERRNOS or any_error):
             self.log_manager.mark_dir_offline(log_dir, str(exc))
         self._refresh_offline_dirs()
+
+    def note_leader_write_failure(self, topic: str, partition: int, exc: OSError, log_dir: str,
+                                  failed: Any = None) -> None:
+        """A leader's append to ``topic``-``partition`` in ``log_dir`` (of the log ``failed`` when known) failed with
+        a storage error: the dir goes offline whatever the error, as Kafka's handles any IOException of an append
+        (LogDirFailureChannel), unless the log is no longer this partition's (a topic deletion, a log dir move
+        closed it under the append: no failure of the dir), as :meth:`ReplicaManager.on_follower_write_failed`."""
+        current = self._logs.get((topic, partition))
+        if current is None or (failed is not None and current is not failed) or os.path.dirname(current.dir) != log_dir:
+            self._refresh_offline_dirs()
+            return
+        self.note_write_failure(exc, log_dir, any_error=True)
 
     def _refresh_offline_dirs(self) -> None:
         """Learn the dirs the storage took offline (flushes, checkpoints and startup do that on their own)."""

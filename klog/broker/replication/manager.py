@@ -537,7 +537,8 @@ class ReplicaManager:
         cleanup.policy has no ``delete`` POLICY_VIOLATION, an offset below 0 or past the high watermark
         OFFSET_OUT_OF_RANGE. Returns (error code, the log start offset, a future of the partition's low watermark
         once every follower on a live broker has moved its own log start there too (they learn it from their
-        fetches), or None when there is nothing to wait for). Raises OSError when the log could not be changed."""
+        fetches), or None when there is nothing to wait for). Raises OSError when the log could not be changed (its
+        dir then goes offline)."""
         if is_internal(topic) and not internal_allowed:
             return INVALID_TOPIC_EXCEPTION, -1, None
         log_ = self.partitions.get(topic, partition)
@@ -556,7 +557,15 @@ class ReplicaManager:
             offset = high_watermark
         if offset < 0 or offset > high_watermark:
             return OFFSET_OUT_OF_RANGE, -1, None
-        start = log_.delete_records_before(offset) if offset > log_.log_start_offset else log_.log_start_offset
+        try:
+            start = log_.delete_records_before(offset) if offset > log_.log_start_offset else log_.log_start_offset
+        except OSError as exc:
+            # a segment below the new start could not be retired (the log closed itself): the dir goes offline, as
+            # Kafka's deleteSegments hands the IOException to the LogDirFailureChannel; a log that a concurrent
+            # deletion closed is no failure of the dir
+            if self.partitions.get(topic, partition) is log_:
+                self.partitions.note_write_failure(exc, self.partitions.log_dir_of(log_), any_error=True)
+            raise
         return NONE, start, self.wait_for_low_watermark(topic, partition, offset)
 
     def wait_for_low_watermark(self, topic: str, partition: int, offset: int) -> asyncio.Future[int] | None:

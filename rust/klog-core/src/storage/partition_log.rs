@@ -1330,13 +1330,26 @@ impl PartitionLog {
         for w in bases.windows(2) {
             if w[1] <= ls {
                 if let Some(s) = st.segments.remove(&w[0]) {
-                    Self::retire_segment(st, s, now)?;
+                    self.retire_or_close(st, s, now)?;
                     n += 1;
                 }
             }
         }
         Self::truncate_epochs_from_start(st, ls, &self.dir())?;
         Ok(n)
+    }
+
+    /// `retire_segment` of a segment already out of the segment map (retention, DeleteRecords, a
+    /// truncation): if it fails, its files stay on disk while the log no longer knows them, and a
+    /// retry would find nothing left to retire (the files leaked, to come back at the next start),
+    /// so the log is closed until a restart (`closed_by_failure`: every later call errors and the
+    /// caller takes the dir offline, as Kafka's deleteSegments hands the IOException to the
+    /// LogDirFailureChannel).
+    fn retire_or_close(&self, st: &mut LogState, seg: Box<Segment>, now: i64) -> StorageResult<()> {
+        let base = seg.base_offset();
+        Self::retire_segment(st, seg, now).inspect_err(|e| {
+            self.close_after_failure(st, &format!("retiring segment {base} failed: {e}"));
+        })
     }
 
     /// Delete a segment that retention or delete-records removed from the log, as Kafka does:
@@ -1449,7 +1462,7 @@ impl PartitionLog {
                     continue;
                 }
                 if let Some(s) = st.segments.remove(&b) {
-                    Self::retire_segment(&mut st, s, now)?;
+                    self.retire_or_close(&mut st, s, now)?;
                 }
             }
             let seg = Self::active(&mut st)?;
@@ -1626,7 +1639,7 @@ impl PartitionLog {
                 }
                 for b in &bases[..count] {
                     if let Some(s) = st.segments.remove(b) {
-                        Self::retire_segment(&mut st, s, now)?;
+                        self.retire_or_close(&mut st, s, now)?;
                     }
                 }
                 let first = *st.segments.keys().next().expect("a segment remains");
@@ -2249,6 +2262,47 @@ mod tests {
         drop(log);
         let reopened = open(&d.0, LogConfig::default(), true);
         assert_eq!(reopened.leader_epoch_entries().unwrap(), vec![(0, 0), (2, 2)]);
+    }
+
+    /// A segment DeleteRecords or retention cannot retire (its rename to `*.deleted` fails: here a
+    /// non-empty directory holds that name) is out of the segment map with its files on disk. The
+    /// old code answered that call with the error but the retry with Ok (nothing left to retire:
+    /// the files leaked, and a retention pass found nothing either); now the log closes until a
+    /// restart (the caller takes the dir offline) and the restart finds every file again.
+    #[test]
+    fn a_segment_below_the_log_start_that_cannot_be_retired_closes_the_log_instead_of_leaking() {
+        for retention in [false, true] {
+            let d = TempDir::new("plog-retire-fails");
+            let cfg = LogConfig { segment_bytes: 200, retention_ms: if retention { 0 } else { -1 }, ..LogConfig::default() };
+            let log = open(&d.0, cfg.clone(), true);
+            for _ in 0..5 {
+                log.append(&batch(2, 100), 0, 0).unwrap();
+            }
+            log.set_high_watermark(10);
+            let bases = log.segment_bases().unwrap();
+            assert!(bases.len() > 2, "{bases:?}");
+            let obstacle = d.0.join(format!("{:020}.log.deleted", bases[0]));
+            fs::create_dir_all(obstacle.join("x")).unwrap();
+            if retention {
+                assert!(log.apply_retention(now_ms()).is_err());
+                assert!(log.apply_retention(now_ms()).is_err(), "a retry must not find the leak done");
+                assert!(log.delete_records_before(bases[2]).is_err());
+            } else {
+                assert!(log.delete_records_before(bases[1]).is_err());
+                assert!(log.delete_records_before(bases[1]).is_err(), "a retry must not answer Ok");
+                assert!(log.delete_records_before(bases[2]).is_err());
+                assert!(log.apply_retention(now_ms()).is_err());
+            }
+            assert!(log.closed_by_failure() && log.is_closed());
+            assert!(d.0.join(format!("{:020}.log", bases[0])).exists(), "the failed segment's log is still there");
+            drop(log);
+            fs::remove_dir_all(&obstacle).unwrap();
+            // the next start finds the segment again; nothing above the old log start was lost
+            let reopened = PartitionLog::open(&d.0, "t", 0, cfg.clone(), OpenOptions { clean_shutdown: false, ..Default::default() }).unwrap();
+            assert_eq!(reopened.segment_bases().unwrap()[0], bases[0]);
+            assert_eq!(reopened.log_end_offset(), 10);
+            assert_eq!(read_all(&reopened, 0).first(), Some(&(0, 1)));
+        }
     }
 
     #[test]
