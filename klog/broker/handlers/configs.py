@@ -313,14 +313,14 @@ async def preprocessed(broker: HandlerBroker, request: AlterRequest,
     own TLS listeners' keystores and truststores (the stores must load here, and the certificate keep its
     subject). A BROKER_LOGGER resource (IncrementalAlterConfigs only) this broker answers itself
     (:func:`_alter_loggers`). The rest go on to the controller."""
-    answered_here: list[Any] = []   # refused, or a BROKER_LOGGER resource's answer
+    answered_here: dict[int, Any] = {}   # by the resource's index: refused, or a BROKER_LOGGER resource's answer
     kept = []
     named = Counter((resource.resource_type, resource.resource_name) for resource in request.resources)
-    for resource in request.resources:
+    for index, resource in enumerate(request.resources):
         problem = _preprocess_problem(broker, resource, named[(resource.resource_type, resource.resource_name)] > 1,
                                       incremental)
         if problem is None and incremental and resource.resource_type == BROKER_LOGGER:
-            answered_here.append(_alter_loggers(broker, resource, bool(request.validate_only)))
+            answered_here[index] = _alter_loggers(broker, resource, bool(request.validate_only))
             continue
         if problem is None and resource.resource_type == BROKER and resource.resource_name == str(
                 broker.node_id) and any(dynamic_ssl_key(item.name) is not None for item in resource.configs):
@@ -334,16 +334,33 @@ async def preprocessed(broker: HandlerBroker, request: AlterRequest,
         if problem is None:
             kept.append(resource)
         else:
-            answered_here.append({"error_code": errors.INVALID_REQUEST, "error_message": problem,
-                            "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+            answered_here[index] = {"error_code": errors.INVALID_REQUEST, "error_message": problem,
+                                    "resource_type": resource.resource_type, "resource_name": resource.resource_name}
     if not answered_here:
         return await decide(request)
     if not kept:
-        return cast(AlterResponse, {"throttle_time_ms": 0, "responses": answered_here})
+        return cast(AlterResponse, {"throttle_time_ms": 0, "responses": [*answered_here.values()]})
     response = await decide(cast(AlterRequest, Struct(**{**request.__dict__, "resources": kept})))
     answered: Any = response
-    answered["responses"] = [*answered["responses"], *answered_here]
+    answered["responses"] = _in_request_order(request.resources, answered_here, answered["responses"])
     return response
+
+
+def _in_request_order(resources: list[Any], answered_here: dict[int, Any], decided: list[Any]) -> list[Any]:
+    """The answers of a request's resources in its order, as Kafka's ConfigAdminManager reassembles them: those
+    this broker answered (by index) among the controller's (by resource: a resource named twice is answered
+    here)."""
+    by_resource = {(_field(item, "resource_type"), _field(item, "resource_name")): item for item in decided}
+    ordered = []
+    for index, resource in enumerate(resources):
+        here = answered_here.get(index)
+        ordered.append(here if here is not None
+                       else by_resource.pop((resource.resource_type, resource.resource_name), None))
+    return [item for item in ordered if item is not None] + [*by_resource.values()]
+
+
+def _field(item: Any, name: str) -> Any:
+    return item[name] if isinstance(item, dict) else getattr(item, name)
 
 
 def _alter_loggers(broker: HandlerBroker, resource: Any, validate_only: bool) -> dict[str, Any]:
