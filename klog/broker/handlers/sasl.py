@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from klog.broker import errors
 from klog.protocol.errors import ErrorCode
-from klog.protocol.messages import api_name
 from klog.broker.handlers import CloseConnection, RequestContext, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.security.principal import KafkaPrincipal
@@ -85,20 +83,6 @@ class ConnectionAuth:
         re-authentication's): Kafka's SaslServerAuthenticator is in its AUTHENTICATE state."""
         session = self.session
         return session is not None and session.mechanism is not None and not session.authenticated
-
-
-def unexpected_during_login(api_key: int, request: Any) -> dict[str, Any]:
-    """The answer to a request other than SaslAuthenticate while a login is in progress: as Kafka's
-    SaslServerAuthenticator, the request's error response for ILLEGAL_SASL_STATE ("Unexpected Kafka request of type
-    METADATA during SASL authentication."), after which the connection closes. Metadata's names each requested
-    topic with the error (it has no top-level error in Kafka's error response); the others carry it at the top."""
-    name = re.sub(r"(?<!^)(?=[A-Z])", "_", api_name(api_key)).upper()
-    message = f"Unexpected Kafka request of type {name} during SASL authentication."
-    if api_key == 3:
-        topics = getattr(request, "topics", None) or []
-        return {"topics": [{"name": topic.name, "topic_id": getattr(topic, "topic_id", None),
-                            "error_code": ILLEGAL_SASL_STATE, "partitions": []} for topic in topics]}
-    return {"error_code": ILLEGAL_SASL_STATE, "error_message": message}
 
 
 def _handshake_answer(code: int, mechanisms: list[str]) -> SaslHandshakeResponse:

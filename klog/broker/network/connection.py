@@ -26,7 +26,7 @@ from typing import Any, Protocol, cast
 from klog.broker.context import BrokerState
 from klog.broker.handlers import AnswerWhenReplicated, CloseConnection, Handler, RequestContext
 from klog.broker.handlers.api_versions import unsupported_version_response
-from klog.broker.handlers.sasl import ConnectionAuth, unexpected_during_login
+from klog.broker.handlers.sasl import ConnectionAuth
 from klog.broker.metrics import FETCH_FOLLOWER_KEY, BrokerMetrics
 from klog.broker import native_fetch, native_produce
 from klog.broker.native_produce import EncodedResponse
@@ -41,6 +41,7 @@ from klog.broker.network.writer import ResponseWriter, SendPaths, WriteTimeout
 from klog.protocol import ProtocolError, RequestHeader, decode_request, decode_request_header, encode_response
 from klog.protocol.framing import SMALL_FRAME_BYTES
 from klog.security.principal import ANONYMOUS, KafkaPrincipal
+from klog.security.sasl import unexpected_during_login
 
 #: the logger the network front has always used (operators filter on it)
 log = logging.getLogger("klog.broker.server")
