@@ -178,3 +178,21 @@ def test_a_klog_logger_set_to_debug_logs_its_debug_lines_until_deleted(server):
     text = "\n".join(node.lines)
     assert f"client_id='{before}'" not in text
     assert f"client_id='{after}'" not in text
+
+
+def test_a_mixed_incremental_alter_configs_is_answered_in_the_requests_order(server):
+    """Resources the broker answers itself (a BROKER_LOGGER, a refused other broker's id) among ones the
+    controller answers (an unknown topic, the cluster-wide broker default): the answers keep the request's order,
+    as Kafka's ConfigAdminManager reassembles them."""
+    TOPIC, BROKER = 2, 4
+    asked = [(TOPIC, "no-such-topic-" + uuid.uuid4().hex[:8], "retention.ms", "1000"),
+             (BROKER_LOGGER, NODE_ID, "root", "INFO"),
+             (BROKER, "", "log.retention.ms", "3600000"),
+             (BROKER, "99", "log.cleaner.threads", "2")]
+    with server.wire() as wire:
+        responses = wire.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+            {"resource_type": rtype, "resource_name": name, "configs": [
+                {"name": key, "config_operation": SET, "value": value}]} for rtype, name, key, value in asked],
+            "validate_only": True}).responses
+    assert [(r.resource_type, r.resource_name) for r in responses] == [(t, n) for t, n, _, _ in asked]
+    assert [r.error_code for r in responses] == [3, NONE, NONE, INVALID_REQUEST]   # 3: UNKNOWN_TOPIC_OR_PARTITION

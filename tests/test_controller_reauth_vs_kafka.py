@@ -115,6 +115,21 @@ def test_a_re_authentication_with_another_mechanism_closes_the_connection_unansw
         raw.close()
 
 
+def test_a_request_during_a_re_authentication_gets_illegal_sasl_state_and_closes_the_connection(node: Any) -> None:
+    """Between a re-authentication's SaslHandshake and its SaslAuthenticate the connection is in Kafka's
+    SaslServerAuthenticator: another request gets its error response (ILLEGAL_SASL_STATE), then the connection
+    closes."""
+    raw = Raw(node.controller_ports[node.controller_ids[0]])
+    try:
+        assert raw.login("controller").error_code == ErrorCode.NONE
+        assert raw.handshake("PLAIN") == ErrorCode.NONE
+        answer = raw.request(18, 3, {"client_software_name": "reauth-test", "client_software_version": "1"})
+        assert (answer.error_code, answer.api_keys) == (ErrorCode.ILLEGAL_SASL_STATE, [])
+        assert raw.is_closed_by_peer()
+    finally:
+        raw.close()
+
+
 def test_a_re_authentication_with_a_mechanism_not_offered_closes_the_connection_unanswered(node: Any) -> None:
     raw = Raw(node.controller_ports[node.controller_ids[0]])
     try:

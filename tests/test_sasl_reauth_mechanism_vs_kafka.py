@@ -124,3 +124,37 @@ def test_a_re_authentication_as_another_principal_is_refused_and_closes_the_conn
             ErrorCode.SASL_AUTHENTICATION_FAILED,
             "Cannot change principals during re-authentication from User.alice: User.bob")
         assert wire.is_closed_by_peer()
+
+
+
+def _between_handshake_and_authenticate(wire: Sasl, api_key: int, version: int, body: Any) -> Any:
+    """A request sent after a re-authentication's SaslHandshake, before its SaslAuthenticate: its answer."""
+    assert wire.login("PLAIN", _plain("alice")) == ErrorCode.NONE
+    assert wire.handshake("PLAIN") == ErrorCode.NONE
+    return wire.request(api_key, version, body)
+
+
+def test_metadata_during_a_re_authentication_gets_an_error_response_and_closes_the_connection(port: int) -> None:
+    with Sasl(port) as wire:
+        answer = _between_handshake_and_authenticate(wire, 3, 9, {"topics": [{"name": "t1"}]})
+        assert (answer.brokers, answer.controller_id, answer.cluster_id) == ([], -1, None)
+        assert [(t.name, t.error_code, t.partitions) for t in answer.topics] == [
+            ("t1", ErrorCode.ILLEGAL_SASL_STATE, [])]
+        assert wire.is_closed_by_peer()
+
+
+def test_api_versions_during_a_re_authentication_gets_illegal_sasl_state_and_closes_the_connection(port: int
+                                                                                                     ) -> None:
+    with Sasl(port) as wire:
+        answer = _between_handshake_and_authenticate(
+            wire, 18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert (answer.error_code, answer.api_keys) == (ErrorCode.ILLEGAL_SASL_STATE, [])
+        assert wire.is_closed_by_peer()
+
+
+def test_api_versions_between_a_first_handshake_and_its_authenticate_gets_illegal_sasl_state(port: int) -> None:
+    with Sasl(port) as wire:
+        assert wire.handshake("PLAIN") == ErrorCode.NONE
+        answer = wire.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert (answer.error_code, answer.api_keys) == (ErrorCode.ILLEGAL_SASL_STATE, [])
+        assert wire.is_closed_by_peer()

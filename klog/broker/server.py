@@ -128,7 +128,7 @@ class BrokerServer:
     @property
     def trace_requests(self) -> bool:
         """Log every request at DEBUG: klog.broker.server's level, read per request (IncrementalAlterConfigs of
-        the BROKER_LOGGER resource changes it at runtime, klog/broker/loggers.py)."""
+        the BROKER_LOGGER resource changes it at runtime, klog/metadata/loggers.py)."""
         return log.isEnabledFor(logging.DEBUG)
 
     def _front_stats(self) -> dict[str, int]:

@@ -57,7 +57,8 @@ from klog.controller.tokens import (
 from klog.controller.topics import CreatableTopic, CreatedTopic, MutationCharge, TopicControlManager, TopicError
 from klog.controller.writer import Decision, MetadataWriter, QuorumWriter, RaftQuorumWriter, not_controller_error
 from klog.metadata.config import BrokerConfig, topic_config_entries
-from klog.metadata.image import MetadataImage
+from klog.metadata import loggers as runtime_loggers
+from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.protocol.errors import ErrorCode
 from klog.security.authorizer import StandardAuthorizer, authorizer_from_config
 from klog.security.principal import ANONYMOUS, KafkaPrincipal
@@ -368,8 +369,17 @@ class ControllerApis:
 
     async def incremental_alter_configs(self, request: IncrementalAlterConfigsRequest
                                         ) -> IncrementalAlterConfigsResponse:
-        """IncrementalAlterConfigs edits a resource's overrides."""
-        responses = await self._alter_configs(request.resources, bool(request.validate_only), incremental=True)
+        """IncrementalAlterConfigs edits a resource's overrides. A BROKER_LOGGER resource (``kafka-configs
+        --bootstrap-controller``, KIP-919) changes this node's log levels, as Kafka's ControllerApis does with its
+        RuntimeLoggerManager: answered here, not written to the metadata log."""
+        validate_only = bool(request.validate_only)
+        loggers = {index: runtime_loggers.answer_changes(self.config.node_id, resource, validate_only)
+                   for index, resource in enumerate(request.resources)
+                   if resource.resource_type == ConfigResourceType.BROKER_LOGGER}
+        rest = [resource for index, resource in enumerate(request.resources) if index not in loggers]
+        responses = await self._alter_configs(rest, validate_only, incremental=True) if rest or not loggers else []
+        if loggers:
+            responses = runtime_loggers.in_request_order(request.resources, loggers, responses)
         return {"throttle_time_ms": 0, "responses": responses}
 
     async def _alter_configs(self, resources: Sequence[AlterConfigsRequestResource]

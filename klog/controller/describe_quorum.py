@@ -501,6 +501,8 @@ class ControllerListener:
             if reauth is not None:
                 if reauth.refused is not None:
                     return reauth.refuse()
+                if api_key != 36 and reauth.in_login:
+                    return reauth.unexpected(api_key, request)
                 if api_key == 17:
                     return reauth.handshake(version, str(getattr(request, "mechanism", "")))
                 if api_key == 36:

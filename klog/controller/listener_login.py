@@ -35,7 +35,7 @@ from klog.protocol.errors import ErrorCode
 from klog.security.principal import KafkaPrincipal
 from klog.security.oauth import Validator
 from klog.security.sasl import (OAUTHBEARER, AuthenticationFailed, SaslSession, listener_jaas, listener_oauth_validator,
-                                principal_changed, reauth_mechanism_refusal)
+                                principal_changed, reauth_mechanism_refusal, unexpected_during_login)
 from klog.security.scram import ScramCredential, mechanism_type
 
 __all__ = ["ControllerLogin", "LastAnswer", "LoginSettings", "Reauthentication", "login_settings"]
@@ -301,6 +301,22 @@ class Reauthentication:
                 return {"error_code": ErrorCode.NONE, "mechanisms": session.enabled}
         self._session = session
         return {"error_code": ErrorCode.NONE, "mechanisms": session.enabled}
+
+    @property
+    def in_login(self) -> bool:
+        """Between a re-authentication's SaslHandshake and the SaslAuthenticate completing it."""
+        session = self._session
+        return session is not None and session.mechanism is not None and not session.authenticated
+
+    async def unexpected(self, api_key: int, request: object) -> dict[str, Any]:
+        """A request other than SaslAuthenticate :attr:`in_login`: as Kafka's SaslServerAuthenticator, its
+        ILLEGAL_SASL_STATE error response after ``connection.failed.authentication.delay.ms``, then the connection
+        closed."""
+        log.warning("failed re-authentication from %s on controller listener %s: api key %d during SASL "
+                    "authentication", _peer_text(self.peer), self.login.settings.listener, api_key)
+        if self.login.settings.failed_delay_s > 0:
+            await asyncio.sleep(self.login.settings.failed_delay_s)
+        raise LastAnswer(unexpected_during_login(api_key, request))
 
     async def refuse(self) -> dict[str, Any]:
         """The request after a handshake :attr:`refused`: no answer, the connection closed after

@@ -17,16 +17,19 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from klog.metadata.config import BrokerConfig, ConfigError
 from klog.metadata.config_security import SECURITY_KEYS
+from klog.protocol.errors import ErrorCode
+from klog.protocol.messages import api_name
 from klog.security.oauth import JwksValidator, OAuthBearerServer, TokenRefused, Validator, validator_for
 from klog.security.principal import KafkaPrincipal
 from klog.security.scram import ScramCredential, ScramError, ScramServer
 from klog.security.tokens import TokenLogin
 
 __all__ = ["AuthenticationFailed", "JaasConfig", "SaslSession", "listener_jaas", "listener_oauth_validator",
-           "parse_jaas", "plain_token", "principal_changed", "reauth_mechanism_refusal"]
+           "parse_jaas", "plain_token", "principal_changed", "reauth_mechanism_refusal", "unexpected_during_login"]
 
 PLAIN = "PLAIN"
 OAUTHBEARER = "OAUTHBEARER"
@@ -95,6 +98,20 @@ def principal_changed(previous: KafkaPrincipal, new: KafkaPrincipal) -> Authenti
     return AuthenticationFailed(f"Cannot change principals during re-authentication from {previous.principal_type}."
                                 f"{previous.name}: {new.principal_type}.{new.name}",
                                 f"re-authentication as {new} on a session of {previous}")
+
+def unexpected_during_login(api_key: int, request: Any) -> dict[str, Any]:
+    """The answer to a request other than SaslAuthenticate while a login is in progress: as Kafka's
+    SaslServerAuthenticator, the request's error response for ErrorCode.ILLEGAL_SASL_STATE ("Unexpected Kafka request of type
+    METADATA during SASL authentication."), after which the connection closes. Metadata's names each requested
+    topic with the error (it has no top-level error in Kafka's error response); the others carry it at the top."""
+    name = re.sub(r"(?<!^)(?=[A-Z])", "_", api_name(api_key)).upper()
+    message = f"Unexpected Kafka request of type {name} during SASL authentication."
+    if api_key == 3:
+        topics = getattr(request, "topics", None) or []
+        return {"topics": [{"name": topic.name, "topic_id": getattr(topic, "topic_id", None),
+                            "error_code": ErrorCode.ILLEGAL_SASL_STATE, "partitions": []} for topic in topics]}
+    return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": message}
+
 
 
 def reauth_mechanism_refusal(previous: str, requested: str) -> str | None:

@@ -11,6 +11,7 @@ leadership, replicated writes, timers and loading are the shared
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
@@ -41,6 +42,27 @@ _FIRST_WRITE_API_KEYS = frozenset((8, 11, 14, 68, 76, 91, 88, 28))
 #: FindCoordinator key types (Kafka's CoordinatorType).
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
 
+
+
+def java_host(address: str) -> str:
+    """A connection's address as Java's ``InetAddress.toString()`` writes it (how Kafka names a group member's
+    host): ``"/127.0.0.1"``; IPv6 uncompressed, each group in lower-case hex without leading zeros
+    (``"/0:0:0:0:0:0:0:1"`` for ``::1``), a scope kept after ``%``; an IPv4-mapped address as its IPv4 address
+    (Java makes it an Inet4Address). ``""`` (no address) stays ``""``."""
+    address = address.lstrip("/")
+    if not address:
+        return address
+    host, percent, scope = address.partition("%")
+    try:
+        parsed = ipaddress.ip_address(host)
+    except ValueError:
+        return "/" + address
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return f"/{parsed.ipv4_mapped}"
+        packed = parsed.packed
+        host = ":".join(f"{int.from_bytes(packed[i:i + 2], 'big'):x}" for i in range(0, 16, 2))
+    return "/" + host + percent + scope
 
 class _NoStreamsGroup:
     """Stands for the streams group class until the first streams group loads it: no group is one of these."""
@@ -265,7 +287,7 @@ class GroupCoordinator:
             raise ValueError(f"api key {header.api_key} is not a group API")
         # a member's host as Kafka names it, Java's InetAddress.toString() of the connection: "/127.0.0.1"
         # (DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe, StreamsGroupDescribe, the group records)
-        client_host = "/" + client_host.lstrip("/") if client_host else client_host
+        client_host = java_host(client_host)
         if header.api_key == 10:   # FindCoordinator answers the coordinator's address on the client's listener
             return await self._find_coordinator(header, request, client_host, listener)
         if header.api_key in _FIRST_WRITE_API_KEYS:

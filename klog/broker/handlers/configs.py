@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from klog.broker import errors
-from klog.broker import loggers as runtime_loggers
+from klog.metadata import loggers as runtime_loggers
 from klog.metadata.config import (
     BROKER_KEYS,
     CONFIG_TYPE_CODES,
@@ -312,15 +312,16 @@ async def preprocessed(broker: HandlerBroker, request: AlterRequest,
     twice, a null value (but a DELETE's), a broker resource of another broker's id, and a change of this broker's
     own TLS listeners' keystores and truststores (the stores must load here, and the certificate keep its
     subject). A BROKER_LOGGER resource (IncrementalAlterConfigs only) this broker answers itself
-    (:func:`_alter_loggers`). The rest go on to the controller."""
-    answered_here: list[Any] = []   # refused, or a BROKER_LOGGER resource's answer
+    (:func:`klog.metadata.loggers.answer_changes`). The rest go on to the controller."""
+    answered_here: dict[int, Any] = {}   # by the resource's index: refused, or a BROKER_LOGGER resource's answer
     kept = []
     named = Counter((resource.resource_type, resource.resource_name) for resource in request.resources)
-    for resource in request.resources:
+    for index, resource in enumerate(request.resources):
         problem = _preprocess_problem(broker, resource, named[(resource.resource_type, resource.resource_name)] > 1,
                                       incremental)
         if problem is None and incremental and resource.resource_type == BROKER_LOGGER:
-            answered_here.append(_alter_loggers(broker, resource, bool(request.validate_only)))
+            answered_here[index] = runtime_loggers.answer_changes(broker.node_id, resource,
+                                                                   bool(request.validate_only))
             continue
         if problem is None and resource.resource_type == BROKER and resource.resource_name == str(
                 broker.node_id) and any(dynamic_ssl_key(item.name) is not None for item in resource.configs):
@@ -334,30 +335,16 @@ async def preprocessed(broker: HandlerBroker, request: AlterRequest,
         if problem is None:
             kept.append(resource)
         else:
-            answered_here.append({"error_code": errors.INVALID_REQUEST, "error_message": problem,
-                            "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+            answered_here[index] = {"error_code": errors.INVALID_REQUEST, "error_message": problem,
+                                    "resource_type": resource.resource_type, "resource_name": resource.resource_name}
     if not answered_here:
         return await decide(request)
     if not kept:
-        return cast(AlterResponse, {"throttle_time_ms": 0, "responses": answered_here})
+        return cast(AlterResponse, {"throttle_time_ms": 0, "responses": [*answered_here.values()]})
     response = await decide(cast(AlterRequest, Struct(**{**request.__dict__, "resources": kept})))
     answered: Any = response
-    answered["responses"] = [*answered["responses"], *answered_here]
+    answered["responses"] = runtime_loggers.in_request_order(request.resources, answered_here, answered["responses"])
     return response
-
-
-def _alter_loggers(broker: HandlerBroker, resource: Any, validate_only: bool) -> dict[str, Any]:
-    """The answer of one BROKER_LOGGER resource, which this broker applies itself (Kafka's
-    RuntimeLoggerManager: never forwarded to the controller, never persisted)."""
-    code: int = errors.NONE
-    message: str | None = None
-    try:
-        runtime_loggers.apply_changes(broker.node_id, resource.resource_name, resource.configs,
-                                      validate_only=validate_only)
-    except runtime_loggers.LoggerChangeError as exc:
-        code, message = exc.code, exc.message
-    return {"error_code": code, "error_message": message, "resource_type": resource.resource_type,
-            "resource_name": resource.resource_name}
 
 
 def _preprocess_problem(broker: HandlerBroker, resource: Any, repeated: bool, incremental: bool) -> str | None:

@@ -77,6 +77,13 @@ class ConnectionAuth:
         self.close_after_answer = True
         self.close_reason = reason
 
+    @property
+    def in_login(self) -> bool:
+        """Between a SaslHandshake and the SaslAuthenticate completing its login (also a KIP-368
+        re-authentication's): Kafka's SaslServerAuthenticator is in its AUTHENTICATE state."""
+        session = self.session
+        return session is not None and session.mechanism is not None and not session.authenticated
+
 
 def _handshake_answer(code: int, mechanisms: list[str]) -> SaslHandshakeResponse:
     return {"error_code": code, "mechanisms": mechanisms}

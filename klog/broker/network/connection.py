@@ -41,6 +41,7 @@ from klog.broker.network.writer import ResponseWriter, SendPaths, WriteTimeout
 from klog.protocol import ProtocolError, RequestHeader, decode_request, decode_request_header, encode_response
 from klog.protocol.framing import SMALL_FRAME_BYTES
 from klog.security.principal import ANONYMOUS, KafkaPrincipal
+from klog.security.sasl import unexpected_during_login
 
 #: the logger the network front has always used (operators filter on it)
 log = logging.getLogger("klog.broker.server")
@@ -49,6 +50,7 @@ API_VERSIONS_KEY = 18
 FETCH_KEY = 1
 METADATA_KEY = 3
 HEARTBEAT_KEY = 12
+SASL_AUTHENTICATE_KEY = 36
 PRODUCE_KEY = 0
 #: CreateTopics, DeleteTopics, CreatePartitions: answers the controller mutation quota may throttle (KIP-599), the
 #: client's connection then muted as Kafka's broker does for a forwarded answer's throttle time
@@ -612,6 +614,8 @@ class Connection(asyncio.BufferedProtocol):
         auth = self.auth
         if auth is not None and auth.refused is not None:
             return self._refuse_reauthentication(auth, header)
+        if auth is not None and api_key != SASL_AUTHENTICATE_KEY and auth.in_login:
+            return self._refuse_during_login(auth, header, frame, offset)
         if auth is not None and api_key not in PRE_AUTH_APIS:
             if not auth.authenticated:
                 self.close(f"unexpected request (api key {api_key}) before SASL authentication on listener "
@@ -704,7 +708,7 @@ class Connection(asyncio.BufferedProtocol):
         if broker.trace_requests or state.quotas.refresh():
             return _NOT_NATIVE
         auth = self.auth
-        if auth is not None and (not auth.authenticated or auth.close_after_answer
+        if auth is not None and (not auth.authenticated or auth.close_after_answer or auth.in_login
                                  or auth.expired(time.monotonic())):
             return _NOT_NATIVE
         started = time.perf_counter()
@@ -746,7 +750,7 @@ class Connection(asyncio.BufferedProtocol):
         if broker.trace_requests or broker.state.quotas.refresh():
             return False
         auth = self.auth
-        return auth is None or (auth.authenticated and not auth.close_after_answer
+        return auth is None or (auth.authenticated and not auth.close_after_answer and not auth.in_login
                                 and not auth.expired(time.monotonic()))
 
     def _fetch_natively(self, frame: Any) -> Any:
@@ -888,6 +892,25 @@ class Connection(asyncio.BufferedProtocol):
         if auth.failed_delay_s > 0:
             await asyncio.sleep(auth.failed_delay_s)
         self.close(f"failed re-authentication: {auth.refused} (client {header.client_id!r})", graceful=True)
+
+    async def _refuse_during_login(self, auth: ConnectionAuth, header: Any, frame: Any, offset: int) -> None:
+        """A request other than SaslAuthenticate between a SaslHandshake and the end of its login (also a KIP-368
+        re-authentication's): as Kafka's SaslServerAuthenticator, its error response (ILLEGAL_SASL_STATE) after
+        connection.failed.authentication.delay.ms, then the connection closed."""
+        try:
+            request = decode_request(header, frame, offset)
+        except ProtocolError as exc:
+            self.close(f"malformed request: {exc} (client {header.client_id!r})", graceful=True)
+            return
+        if auth.failed_delay_s > 0:
+            await asyncio.sleep(auth.failed_delay_s)
+        if not self.closed:
+            continuation = self.writer.send(encode_response(header.api_key, header.api_version, header.correlation_id,
+                                                            unexpected_during_login(header.api_key, request)))
+            if continuation is not None:
+                await continuation
+        self.close(f"unexpected request (api key {header.api_key}) during SASL authentication on listener "
+                   f"{self.listener_name} (client {header.client_id!r})", graceful=True)
 
     async def _close_later(self, reason: str) -> None:
         self.close(reason, graceful=True)

@@ -1,5 +1,6 @@
-"""The BROKER_LOGGER config resource (KIP-412): this broker's log levels, read with DescribeConfigs and changed at
-runtime with IncrementalAlterConfigs (``kafka-configs --entity-type broker-loggers``), as Kafka's
+"""The BROKER_LOGGER config resource (KIP-412): this node's log levels, read with DescribeConfigs and changed at
+runtime with IncrementalAlterConfigs (``kafka-configs --entity-type broker-loggers``; a broker's, or with
+``--bootstrap-controller`` a controller's, KIP-919), as Kafka's
 RuntimeLoggerManager and LoggingController do it over log4j.
 
 klog's loggers are Python ``logging`` loggers (``klog.broker.server``, ``klog.controller.raft``, ...; ``root`` is
@@ -13,9 +14,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
-from klog.broker import errors
+from klog.protocol.errors import ErrorCode
 
 log = logging.getLogger("klog.broker.loggers")
 
@@ -77,21 +78,21 @@ def _validate(changes: Iterable[LoggerChange]) -> None:
     for change in changes:
         name, op = change.name, change.config_operation
         if op in (_SET, _DELETE) and _logger(name) is None:
-            raise LoggerChangeError(errors.INVALID_CONFIG, f"Logger {name} does not exist!")
+            raise LoggerChangeError(ErrorCode.INVALID_CONFIG, f"Logger {name} does not exist!")
         if op == _SET:
             if change.value not in LEVELS:
-                raise LoggerChangeError(errors.INVALID_CONFIG, f"Cannot set the log level of {name} to "
+                raise LoggerChangeError(ErrorCode.INVALID_CONFIG, f"Cannot set the log level of {name} to "
                                         f"{change.value} as it is not a supported log level. Valid log levels are "
                                         f"{_VALID}")
         elif op == _DELETE:
             if name == ROOT_LOGGER:
-                raise LoggerChangeError(errors.INVALID_REQUEST,
+                raise LoggerChangeError(ErrorCode.INVALID_REQUEST,
                                         f"Removing the log level of the {ROOT_LOGGER} logger is not allowed")
         elif op in _OP_NAMES:
-            raise LoggerChangeError(errors.INVALID_REQUEST,
+            raise LoggerChangeError(ErrorCode.INVALID_REQUEST,
                                     f"{_OP_NAMES[op]} operation is not allowed for the BROKER_LOGGER resource")
         else:
-            raise LoggerChangeError(errors.INVALID_REQUEST, f"Unknown operation type {op} is not allowed for the "
+            raise LoggerChangeError(ErrorCode.INVALID_REQUEST, f"Unknown operation type {op} is not allowed for the "
                                     "BROKER_LOGGER resource")
 
 
@@ -102,10 +103,10 @@ def apply_changes(node_id: int, resource_name: str, changes: Iterable[LoggerChan
     try:
         requested = int(resource_name)
     except ValueError:
-        raise LoggerChangeError(errors.INVALID_REQUEST,
+        raise LoggerChangeError(ErrorCode.INVALID_REQUEST,
                                 f"Node id must be an integer, but it is: {resource_name}") from None
     if requested != node_id:
-        raise LoggerChangeError(errors.INVALID_REQUEST, f"Unexpected node id. Expected {node_id}, but received "
+        raise LoggerChangeError(ErrorCode.INVALID_REQUEST, f"Unexpected node id. Expected {node_id}, but received "
                                 f"{resource_name}")
     items = list(changes)
     _validate(items)
@@ -121,3 +122,33 @@ def apply_changes(node_id: int, resource_name: str, changes: Iterable[LoggerChan
         else:
             logger.setLevel(logging.NOTSET)
             log.warning("Unset the log level of %s", change.name)
+
+
+def answer_changes(node_id: int, resource: Any, validate_only: bool) -> dict[str, Any]:
+    """The IncrementalAlterConfigs answer of one BROKER_LOGGER resource, which the node it names applies itself
+    (Kafka's RuntimeLoggerManager, on a broker or a controller: never forwarded, never persisted)."""
+    code: int = ErrorCode.NONE
+    message: str | None = None
+    try:
+        apply_changes(node_id, resource.resource_name, resource.configs, validate_only=validate_only)
+    except LoggerChangeError as exc:
+        code, message = exc.code, exc.message
+    return {"error_code": code, "error_message": message, "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name}
+
+
+def in_request_order(resources: list[Any], answered_here: dict[int, Any], decided: list[Any]) -> list[Any]:
+    """The answers of a request's resources in its order, as Kafka's ConfigAdminManager reassembles them: those
+    this broker answered (by index) among the controller's (by resource: a resource named twice is answered
+    here)."""
+    by_resource = {(_field(item, "resource_type"), _field(item, "resource_name")): item for item in decided}
+    ordered = []
+    for index, resource in enumerate(resources):
+        here = answered_here.get(index)
+        ordered.append(here if here is not None
+                       else by_resource.pop((resource.resource_type, resource.resource_name), None))
+    return [item for item in ordered if item is not None] + [*by_resource.values()]
+
+
+def _field(item: Any, name: str) -> Any:
+    return item[name] if isinstance(item, dict) else getattr(item, name)
