@@ -619,3 +619,38 @@ def test_a_single_node_started_with_a_failed_log_dir_makes_none_of_its_logs_else
         for p in range(4):
             assert _fetch_values(wire, "spread", p) == [f"v{p}".encode()]
         assert _fetch_values(wire, "later", 1) == [b"w"]
+
+
+def test_a_dir_moves_copy_failing_with_any_storage_error_takes_the_target_dir_offline(tmp_path):
+    """AlterReplicaLogDirs (KIP-113) moves a partition into the second dir, whose future log cannot be written (a
+    non-empty directory holds the name of a file the copy writes: EISDIR, no full disk or I/O error): the target
+    dir goes offline, as Kafka hands any IOException of the future log to the LogDirFailureChannel; the move stops,
+    the partition stays in its dir and keeps taking writes. klog failed the dir only on ENOSPC/EIO/EROFS: the copy
+    was retried, the obstacle removed with the future log, and the target stayed online. (klog only: Kafka's future
+    log is made by its appends, whose files exist before a test could put an obstacle in their place.)"""
+    import contextlib
+
+    dirs = [tmp_path / "dir-a", tmp_path / "dir-b"]
+    config = {"log.dirs": ",".join(map(str, dirs)), "offsets.topic.num.partitions": 1,
+              # the copy of the 600 kB segment takes seconds: the future log is seen before its index is copied
+              "replica.alter.log.dirs.io.max.bytes.per.second": 200_000}
+    with contextlib.ExitStack() as stack:
+        broker = stack.enter_context(BrokerProcess(tmp_path / "klog", config))
+        wire = stack.enter_context(WireClient(broker.host, int(broker.port)))
+        topic, in_target = _topic_of_1_mib_segments(wire, dirs, "move")
+        moved = 1 - in_target
+        assert _produce(wire, topic, moved, os.urandom(600_000)) == 0
+        answer = wire.request(ApiKey.ALTER_REPLICA_LOG_DIRS, 2, {"dirs": [
+            {"path": str(dirs[1]), "topics": [{"name": topic, "partitions": [moved]}]}]})
+        assert [p.error_code for r in answer.results for p in r.partitions] == [0], answer
+        deadline = time.monotonic() + 30
+        while not (futures := [n for n in os.listdir(dirs[1]) if n.startswith(f"{topic}-{moved}.")]):
+            assert time.monotonic() < deadline, os.listdir(dirs[1])
+            time.sleep(0.02)
+        future = dirs[1] / futures[0]
+        for name in ("00000000000000000000.index", "00000000000000000000.timeindex", "leader-epoch-checkpoint"):
+            (future / name / "obstacle").mkdir(parents=True, exist_ok=True)
+        _await_dir_offline(wire, dirs[1])
+        assert _log_dir_errors(wire)[str(dirs[0])] == 0
+        assert (dirs[0] / f"{topic}-{moved}").is_dir()
+        assert _produce(wire, topic, moved, b"still taken") == 0

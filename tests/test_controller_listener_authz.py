@@ -264,3 +264,27 @@ def test_a_cluster_with_an_authorizer_forms_on_a_plaintext_controller_listener_w
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     producer.produce("formed", b"one")
     assert producer.flush(30) == 0
+
+
+def describe_controller_configs() -> tuple[int, int, dict[str, Any]]:
+    return 32, 4, {"resources": [{"resource_type": 4, "resource_name": str(CONTROLLER),
+                                  "configuration_keys": ["node.id"]}],
+                   "include_synonyms": False, "include_documentation": False}
+
+
+def resource_error(answer: Any) -> int | None:
+    """The error code of DescribeConfigs' one resource, None for a closed connection."""
+    return None if answer is None else int(answer.results[0].error_code)
+
+
+def test_a_controllers_describe_configs_needs_describe_configs_on_the_cluster(plaintext_controller: Any) -> None:
+    port = plaintext_controller.controller_ports[CONTROLLER]
+    grant(port, "User:ANONYMOUS", ADMIN_HOST, AclOperation.ALL)
+    # ANONYMOUS from 127.0.0.1 has no ACL: its resource is refused (Kafka's ConfigHelper), the admin host's answered
+    refused = eventually(lambda: call(port, *describe_controller_configs()), lambda a: resource_error(a) == CAF)
+    assert resource_error(refused) == CAF
+    assert resource_error(call(port, *describe_controller_configs(), source=ADMIN_HOST)) == 0
+    grant(port, "User:ANONYMOUS", CLIENT_HOST, AclOperation.DESCRIBE_CONFIGS, source=ADMIN_HOST)
+    described = eventually(lambda: call(port, *describe_controller_configs()), lambda a: resource_error(a) == 0)
+    assert resource_error(described) == 0
+    assert [(c.name, c.value) for c in described.results[0].configs] == [("node.id", str(CONTROLLER))]

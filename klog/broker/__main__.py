@@ -281,12 +281,13 @@ async def serve(config: BrokerConfig) -> None:
                          "broker role serves the quorum's committed metadata image", config.node_id, cluster_id)
             else:
                 # A controller-only node decides the requests brokers forward once the quorum has a cluster id.
-                from klog.controller.apis import CONTROLLER_API_VERSIONS
+                from klog.controller.apis import CONTROLLER_API_VERSIONS, CONTROLLER_ONLY_API_VERSIONS
 
                 await controller.wait_cluster_id()
                 assert listener is not None and parts.controller_apis is not None
                 listener.accept_forwarded(CONTROLLER_API_VERSIONS, parts.controller_apis.handle,
-                                          parts.controller_apis.handle_enveloped)
+                                          parts.controller_apis.handle_enveloped,
+                                          answered_here=CONTROLLER_ONLY_API_VERSIONS)
                 # the active controller removes expired delegation tokens (a broker's server runs the same check)
                 background.append(asyncio.ensure_future(parts.controller_apis.expire_tokens_forever()))
         if server is not None:
@@ -296,11 +297,12 @@ async def serve(config: BrokerConfig) -> None:
             if controller is not None:
                 # A combined node's controller listener decides the controller requests other brokers forward
                 # (its broker answers DescribeQuorum from the same listener).
-                from klog.controller.apis import CONTROLLER_API_VERSIONS
+                from klog.controller.apis import CONTROLLER_API_VERSIONS, CONTROLLER_ONLY_API_VERSIONS
 
                 assert listener is not None
                 listener.accept_forwarded(CONTROLLER_API_VERSIONS, server.state.controller_apis.handle,
-                                          server.state.controller_apis.handle_enveloped)
+                                          server.state.controller_apis.handle_enveloped,
+                                          answered_here=CONTROLLER_ONLY_API_VERSIONS)
 
     try:
         # A quorum member may wait long to start (for a leader, to be unfenced): SIGTERM stops that wait too.

@@ -191,6 +191,7 @@ class LogDirMoves:
         topic, partition = move.key
         manager: Any = self.partitions.log_manager
         while not self._closed and self.moves.get(move.key) is move:
+            source = self.partitions.get(topic, partition)   # the log copied (a deletion or a swap replaces it)
             try:
                 generation = None
                 complete_passes = 0
@@ -225,8 +226,8 @@ class LogDirMoves:
                 log.warning("moving %s-%d to %s: %s; copying again", topic, partition, move.target, exc)
                 shutil.rmtree(move.future, ignore_errors=True)
                 move.copied_end_offset = -1
-                if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EIO, errno.EROFS):
-                    self.partitions.note_write_failure(exc, move.target)
+                if isinstance(exc, OSError):
+                    self._note_copy_failure(move, exc, source)
                 if move.target in self.partitions.offline_dirs or self.partitions.get(topic, partition) is None:
                     self.moves.pop(move.key, None)
                     return
@@ -240,6 +241,18 @@ class LogDirMoves:
             if self.on_moved is not None:
                 self.on_moved(topic, partition)
             return
+
+    def _note_copy_failure(self, move: Move, exc: OSError, source: Any) -> None:
+        """A copy pass or the swap of ``move`` failed with ``exc``: a write of its future log (the error names a
+        file in it) takes the target dir offline whatever the error, as Kafka hands any IOException of the future
+        log to the LogDirFailureChannel, unless the partition's log is no longer ``source``, the log copied (a
+        deletion closed it under the copy: no failure of the dir), as
+        :meth:`klog.broker.partitions.PartitionManager.note_leader_write_failure`; any other error only when it
+        says the disk is full or failing."""
+        if self.partitions.get(*move.key) is source and source is not None and move.future in str(exc):
+            self.partitions.note_write_failure(exc, move.target, any_error=True)
+        elif exc.errno in (errno.ENOSPC, errno.EIO, errno.EROFS):
+            self.partitions.note_write_failure(exc, move.target)
 
     def close(self) -> None:
         """Stop every move (a stop: the future logs stay, the next start resumes them)."""

@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, TypeVar, Union, cast
 
 from klog.controller import acls
 from klog.controller.authorize import ControllerRequest as GuardedRequest
-from klog.controller.authorize import Requester, guard
+from klog.controller.authorize import Requester, config_denial, guard
 from klog.controller.configs import ConfigControlManager
+from klog.controller.describe_configs import DESCRIBE_CONFIGS_VERSIONS, DescribedNode, describe_configs
 from klog.controller.features import UPGRADE, FeatureUpdate, kraft_version, update_features
 from klog.controller.elections import PREFERRED, ElectionError, elect_leaders
 from klog.controller.partition_change import unclean_election_allowed
@@ -60,6 +61,7 @@ from klog.metadata.config import BrokerConfig, topic_config_entries
 from klog.metadata import loggers as runtime_loggers
 from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.protocol.errors import ErrorCode
+from klog.security.acl import AclOperation
 from klog.security.authorizer import StandardAuthorizer, authorizer_from_config
 from klog.security.principal import ANONYMOUS, KafkaPrincipal
 from klog.security.quotas import MutationQuota, MutationQuotaManager
@@ -98,6 +100,9 @@ if TYPE_CHECKING:
         DeleteTopicsRequest,
         DeleteTopicsResponse,
         DeleteTopicsResponseDeletableTopicResult,
+        DescribeConfigsRequest,
+        DescribeConfigsRequestResource,
+        DescribeConfigsResponse,
         ElectLeadersRequest,
         ElectLeadersResponse,
         ElectLeadersResponsePartitionResult,
@@ -124,14 +129,14 @@ if TYPE_CHECKING:
                               ListPartitionReassignmentsRequest, AlterClientQuotasRequest,
                               AlterUserScramCredentialsRequest, UpdateFeaturesRequest,
                               CreateDelegationTokenRequest, RenewDelegationTokenRequest,
-                              ExpireDelegationTokenRequest]
+                              ExpireDelegationTokenRequest, DescribeConfigsRequest]
     ControllerResponse = Union[CreateTopicsResponse, DeleteTopicsResponse, CreateAclsResponse, DeleteAclsResponse,
                                AlterConfigsResponse, CreatePartitionsResponse, ElectLeadersResponse,
                                IncrementalAlterConfigsResponse, AlterPartitionReassignmentsResponse,
                                ListPartitionReassignmentsResponse, AlterClientQuotasResponse,
                                AlterUserScramCredentialsResponse, UpdateFeaturesResponse,
                                CreateDelegationTokenResponse, RenewDelegationTokenResponse,
-                               ExpireDelegationTokenResponse]
+                               ExpireDelegationTokenResponse, DescribeConfigsResponse]
 
     #: a per-item result of a controller response: each carries an error code and message, which a refused
     #: change sets on every item that would have succeeded
@@ -142,7 +147,7 @@ if TYPE_CHECKING:
                       DeleteAclsResponseFilterResult, DeleteTopicsResponseDeletableTopicResult,
                       ElectLeadersResponsePartitionResult]
 
-__all__ = ["CONTROLLER_API_VERSIONS", "ControllerApis", "Decision", "MetadataWriter", "QuorumWriter", "RaftQuorumWriter",
+__all__ = ["CONTROLLER_API_VERSIONS", "CONTROLLER_ONLY_API_VERSIONS", "ControllerApis", "Decision", "MetadataWriter", "QuorumWriter", "RaftQuorumWriter",
            "not_controller_error"]
 
 log = logging.getLogger("klog.controller.apis")
@@ -169,6 +174,9 @@ CONTROLLER_API_VERSIONS: dict[int, tuple[int, int]] = {
     51: (0, 0),   # AlterUserScramCredentials
     57: (0, 2),   # UpdateFeatures
 }
+#: api key -> (min, max) version the controller listener answers for its own clients (``--bootstrap-controller``)
+#: and brokers answer themselves, never forwarding them: DescribeConfigs (Kafka's ControllerApis, KIP-919)
+CONTROLLER_ONLY_API_VERSIONS: dict[int, tuple[int, int]] = {32: DESCRIBE_CONFIGS_VERSIONS}
 
 #: Kafka's "no topic id" (Uuid.ZERO_UUID)
 _ZERO_UUID = uuid.UUID(int=0)
@@ -204,6 +212,11 @@ def _topic_not_created(item: CreateTopicsResponseCreatableTopicResult, exc: Topi
 def _nothing_deleted(item: DeleteAclsResponseFilterResult, exc: TopicError) -> None:
     _answer_refusal(item, exc)
     item["matching_acls"] = []
+
+
+async def _answered(answer: T) -> T:
+    """An answer ready now, as an awaitable."""
+    return answer
 
 
 def now_ms() -> int:
@@ -262,6 +275,9 @@ class ControllerApis:
             return authorizer.authorize(self.quorum.image.acls, principal, host, operation, resource_type, name)
 
         requester = Requester(check, int(header.api_version), lambda: self.quorum.image)
+        if api_key == 32:   # DescribeConfigs: DESCRIBE_CONFIGS on each resource (the Cluster, or the topic)
+            return self.describe_configs(cast("DescribeConfigsRequest", request), lambda resource: config_denial(
+                requester, resource, AclOperation.DESCRIBE_CONFIGS))
         return await guard(api_key, requester, cast("GuardedRequest", request),
                            lambda allowed: self._decide(header, allowed, principal))
 
@@ -295,6 +311,8 @@ class ControllerApis:
             return self.alter_user_scram_credentials(cast("AlterUserScramCredentialsRequest", request))
         if api_key == 57:
             return self.update_features(cast("UpdateFeaturesRequest", request), version)
+        if api_key == 32:
+            return _answered(self.describe_configs(cast("DescribeConfigsRequest", request), lambda resource: 0))
         if api_key in (38, 39, 40):
             if api_key == 38:
                 return self.create_delegation_token(cast("CreateDelegationTokenRequest", request), principal)
@@ -302,6 +320,13 @@ class ControllerApis:
                 return self.renew_delegation_token(cast("RenewDelegationTokenRequest", request), principal)
             return self.expire_delegation_token(cast("ExpireDelegationTokenRequest", request), principal)
         raise ValueError(f"api key {api_key} is not decided by the controller")
+
+    def describe_configs(self, request: DescribeConfigsRequest,
+                         denial: Callable[[DescribeConfigsRequestResource], int]) -> DescribeConfigsResponse:
+        """DescribeConfigs on the controller listener (``kafka-configs --bootstrap-controller --describe``): this
+        node's BROKER resource, the cluster default, its BROKER_LOGGER, topics, from its config and committed
+        image, on any controller (Kafka's ControllerApis.handleDescribeConfigsRequest, no NOT_CONTROLLER)."""
+        return describe_configs(DescribedNode(self.config, self.config.node_id, self.quorum.image), request, denial)
 
     # ---- topics --------------------------------------------------------------------------------------
 

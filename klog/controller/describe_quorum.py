@@ -383,13 +383,17 @@ class ControllerListener:
         self._decide_forwarded: Callable[[RequestHeader, Any, object], Awaitable[Any]] | None = None
         #: the forwarded APIs (api key -> versions) and the decider of those a broker sent in an envelope
         self._forwarded: Mapping[int, tuple[int, int]] = {}
+        #: the APIs decided by ``_decide_enveloped`` as their sender when sent here directly (the forwarded ones and
+        #: those answered here only)
+        self._direct: Mapping[int, tuple[int, int]] = {}
         self._decide_enveloped: EnvelopedDecider | None = None
         if port is not None:
             port.serve_kafka(self.serve)
 
     def accept_forwarded(self, versions: Mapping[int, tuple[int, int]],
                          decide: Callable[[RequestHeader, Any, object], Awaitable[Any]],
-                         decide_enveloped: EnvelopedDecider | None = None) -> None:
+                         decide_enveloped: EnvelopedDecider | None = None, *,
+                         answered_here: Mapping[int, tuple[int, int]] | None = None) -> None:
         """Serve the requests brokers forward to the active controller (``versions``: api key -> (min, max)) with
         ``decide(header, request, peer)``: :meth:`klog.controller.apis.ControllerApis.handle`, which answers
         NOT_CONTROLLER on every item when this node does not lead the quorum (the forwarding broker then tries the
@@ -397,11 +401,15 @@ class ControllerListener:
         exists only later (a combined node's commits through its broker's metadata, made when the broker starts;
         a controller-only node's once the quorum established its cluster id). ``decide_enveloped(header, request,
         principal, host)``: the decider of those a broker wraps in an EnvelopeRequest (served once given):
-        :meth:`klog.controller.apis.ControllerApis.handle_enveloped`."""
+        :meth:`klog.controller.apis.ControllerApis.handle_enveloped`. ``answered_here``: the APIs the same deciders
+        answer for clients of this listener only (never forwarded by a broker, so never in an envelope: Kafka's
+        controller-only DescribeConfigs, klog.controller.apis.CONTROLLER_ONLY_API_VERSIONS)."""
         assert self._decide_forwarded is None, "the forwarded requests have one decider"
         self.apis.update(versions)
+        self.apis.update(answered_here or {})
         self._decide_forwarded = decide
         self._forwarded = dict(versions)
+        self._direct = {**versions, **(answered_here or {})}
         if decide_enveloped is not None:
             self.apis[ENVELOPE_API_KEY] = ENVELOPE_VERSIONS
             self._decide_enveloped = decide_enveloped
@@ -515,7 +523,7 @@ class ControllerListener:
                 refused = access.token_refusal(api_key, request, principal, host)
                 if refused is not None:
                     return refused
-            if api_key in self._forwarded and api_key not in CLUSTER_OPERATION_NEEDED \
+            if api_key in self._direct and api_key not in CLUSTER_OPERATION_NEEDED \
                     and self._decide_enveloped is not None:
                 # an admin request sent here directly: authorized as its sender, with the ACLs Kafka checks for it
                 assert header is not None, "a forwarded request is decided with its header"
