@@ -215,13 +215,15 @@ def test_a_kafka_client_on_the_controller_listener_gets_the_controller_apis_only
         with WireClient("127.0.0.1", q.controller_ports[leader]) as wire:
             versions = wire.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
                                                               "client_software_version": "1"})
-            # and, as Kafka's controllers, the requests brokers forward (a controller-only node decides them)
+            # and, as Kafka's controllers, the requests brokers forward (a controller-only node decides them) and
+            # DescribeConfigs, which a controller answers itself (kafka-configs --bootstrap-controller)
             assert {k.api_key for k in versions.api_keys} == {ApiKey.API_VERSIONS, ApiKey.DESCRIBE_QUORUM,
                                                               ApiKey.DESCRIBE_CLUSTER, ApiKey.BROKER_REGISTRATION,
                                                               ApiKey.BROKER_HEARTBEAT, ApiKey.ALLOCATE_PRODUCER_IDS,
                                                               ApiKey.ALTER_PARTITION, ApiKey.ADD_RAFT_VOTER,
                                                               ApiKey.REMOVE_RAFT_VOTER, ApiKey.UPDATE_RAFT_VOTER,
                                                               ApiKey.ASSIGN_REPLICAS_TO_DIRS, ApiKey.ENVELOPE,
+                                                              ApiKey.DESCRIBE_CONFIGS,   # answered here (KIP-919)
                                                               *FORWARDED_APIS}
             wire.send(ApiKey.METADATA, 12, {"topics": None})
             assert wire.is_closed_by_peer()
