@@ -25,6 +25,9 @@ _C = TypeVar("_C", bound="Cluster")
 #: How often the waits below ask the nodes again.
 POLL_INTERVAL_S = 0.2
 METADATA_TOPIC = "__cluster_metadata"
+#: a node's answers for a partition it does not lead, or does not know yet
+_NOT_LEADING = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                          ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_ID})
 
 
 class Cluster:
@@ -206,7 +209,10 @@ class Cluster:
 
     def wait_for_leader(self, topic: str, partition: int, *, exclude: int | None = None,
                         timeout: float = 60.0) -> int:
-        """The live leader of ``topic``-``partition`` every live node names (not ``exclude``)."""
+        """The live leader of ``topic``-``partition`` every live node names (not ``exclude``), once it serves the
+        partition as its leader. A node's Metadata may name it leader a moment before its replica manager acts on
+        that (Kafka's broker publishes the image to its metadata cache before applying it to its partitions; klog's
+        makes the new partition's files first): a request sent to it then is refused NOT_LEADER_OR_FOLLOWER."""
         found: list[int] = []
 
         def agreed() -> bool:
@@ -215,13 +221,23 @@ class Cluster:
                 view = self._quietly(lambda i=i: self.leaders(i, topic))
                 seen.add(None if not view else view.get(partition))
             if len(seen) == 1 and (leader := seen.pop()) is not None and leader >= 0 and leader != exclude \
-                    and leader in self.live_nodes():
+                    and leader in self.live_nodes() and self._quietly(lambda: self._serves(leader, topic, partition)):
                 found.append(leader)
                 return True
             return False
 
         self._wait(agreed, timeout, lambda: f"a live leader of {topic}-{partition} other than {exclude}")
         return found[-1]
+
+    def _serves(self, node: int, topic: str, partition: int) -> bool:
+        """Whether ``node`` answers a consumer's ListOffsets for the partition as its leader: any answer but the
+        ones of a node that does not lead it (yet), OFFSET_NOT_AVAILABLE of a leader whose high watermark is behind
+        its epoch's start included."""
+        with self.wire(node) as wire:
+            answer = wire.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
+                                                "timestamp": -1}]}]})
+        return answer.topics[0].partitions[0].error_code not in _NOT_LEADING
 
     def wait_for_isr(self, topic: str, partition: int, expected: Iterable[int], timeout: float = 60.0) -> None:
         """Until every live node lists exactly ``expected`` as the ISR of ``topic``-``partition``."""
