@@ -21,7 +21,6 @@ move started again from the beginning (Kafka resumes the copy; the outcome is th
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import os
 import shutil
@@ -247,11 +246,11 @@ class LogDirMoves:
         file in it) takes the target dir offline whatever the error, as Kafka hands any IOException of the future
         log to the LogDirFailureChannel, unless the partition's log is no longer ``source``, the log copied (a
         deletion closed it under the copy: no failure of the dir), as
-        :meth:`klog.broker.partitions.PartitionManager.note_leader_write_failure`; any other error only when it
+        :meth:`klog.broker.partitions.PartitionManager.note_log_write_failure`; any other error only when it
         says the disk is full or failing."""
-        if self.partitions.get(*move.key) is source and source is not None and move.future in str(exc):
-            self.partitions.note_write_failure(exc, move.target, any_error=True)
-        elif exc.errno in (errno.ENOSPC, errno.EIO, errno.EROFS):
+        if source is not None and move.future in str(exc):
+            self.partitions.note_log_write_failure(*move.key, exc, log_=source, log_dir=move.target)
+        else:
             self.partitions.note_write_failure(exc, move.target)
 
     def close(self) -> None:

@@ -166,7 +166,7 @@ def account(state: BrokerState, outcome: Any) -> str | None:
     for topic, partition, code, message, errno_, log_dir in failures:
         if code == errors.KAFKA_STORAGE_ERROR:
             exc = OSError(errno_, message) if errno_ is not None else OSError(message)
-            state.partitions.note_leader_write_failure(topic, partition, exc, log_dir)
+            state.partitions.note_log_write_failure(topic, partition, exc, log_dir=log_dir)
             log.error("append to %s-%d failed: %s", topic, partition, message)
         elif code == errors.CORRUPT_MESSAGE:
             _rejections.log(topic, partition, code, message, outcome.client_id)

@@ -535,7 +535,7 @@ class PartitionManager:
         try:
             result = log_.append(records, leader_epoch=self._leader_epochs.get(key, 0), now_ms=now_ms)
         except OSError as exc:
-            self.note_leader_write_failure(topic, partition, exc, os.path.dirname(log_.dir), log_)
+            self.note_log_write_failure(topic, partition, exc, log_=log_)
             raise
         self._wake(self._replica_waiters, key)   # consumers wait for the high watermark, which moves elsewhere
         return result
@@ -635,24 +635,30 @@ class PartitionManager:
 
     # ---- log dir failure ------------------------------------------------------------------------------
 
-    def note_write_failure(self, exc: OSError, log_dir: str | None, *, any_error: bool = False) -> None:
-        """Take ``log_dir`` offline if ``exc`` says it cannot be written (disk full, I/O error), or whatever the
-        error with ``any_error`` (a follower's write: see :meth:`ReplicaManager.on_follower_write_failed`)."""
-        if log_dir is not None and (exc.errno in LOG_DIR_FAILURE_ERRNOS or any_error):
+    def note_write_failure(self, exc: OSError, log_dir: str | None) -> None:
+        """A write to ``log_dir`` outside a partition's log (a checkpoint, the files of a new partition, the
+        metadata log) failed: the dir goes offline if ``exc`` says it cannot be written (disk full, I/O error,
+        read-only, over quota); a partition log's own writes go through :meth:`note_log_write_failure`."""
+        if log_dir is not None and exc.errno in LOG_DIR_FAILURE_ERRNOS:
             self.log_manager.mark_dir_offline(log_dir, str(exc))
         self._refresh_offline_dirs()
 
-    def note_leader_write_failure(self, topic: str, partition: int, exc: OSError, log_dir: str,
-                                  failed: Any = None) -> None:
-        """A leader's append to ``topic``-``partition`` in ``log_dir`` (of the log ``failed`` when known) failed with
-        a storage error: the dir goes offline whatever the error, as Kafka's handles any IOException of an append
-        (LogDirFailureChannel), unless the log is no longer this partition's (a topic deletion, a log dir move
-        closed it under the append: no failure of the dir), as :meth:`ReplicaManager.on_follower_write_failed`."""
+    def note_log_write_failure(self, topic: str, partition: int, exc: OSError, *, log_: Any = None,
+                               log_dir: str | None = None) -> None:
+        """The broker's one failure channel for a partition log's writes (Kafka's LogDirFailureChannel, which
+        takes any IOException of a log's write): a leader's or a follower's append or truncation, a log-start move,
+        DeleteRecords, a dir move's copy into ``log_dir``. The dir (``log_dir``, by default the log's own) goes
+        offline whatever the error (retried, the same write fails at every round for ever), unless the partition's
+        log is no longer the one written: ``log_`` when known, else the one in ``log_dir`` (a topic deletion or a
+        dir move closed it under the write: no failure of the dir)."""
         current = self._logs.get((topic, partition))
-        if current is None or (failed is not None and current is not failed) or os.path.dirname(current.dir) != log_dir:
-            self._refresh_offline_dirs()
-            return
-        self.note_write_failure(exc, log_dir, any_error=True)
+        if log_ is not None:
+            written = current is log_
+        else:
+            written = current is not None and os.path.dirname(current.dir) == log_dir
+        if written and current is not None:
+            self.log_manager.mark_dir_offline(log_dir or os.path.dirname(current.dir), str(exc))
+        self._refresh_offline_dirs()
 
     def _refresh_offline_dirs(self) -> None:
         """Learn the dirs the storage took offline (flushes, checkpoints and startup do that on their own)."""

@@ -220,6 +220,8 @@ def _partitions(request: ProduceRequest) -> list[tuple[str, list[tuple[int, Requ
     in its topic's entry or in another entry of the topic, is appended once, with the records of its last entry,
     and answered once, in its topic's first entry (the topic's entries then answered as one, as Kafka does)."""
     entries = [(t.name, [(p.index, p.records) for p in t.partition_data]) for t in request.topic_data]
+    if len(entries) == 1 and len(entries[0][1]) == 1:
+        return entries   # the common request: one partition
     topics: dict[str, dict[int, RequestRecords | bytes | None]] = {}
     count = 0
     for name, partitions in entries:
@@ -233,22 +235,13 @@ def _partitions(request: ProduceRequest) -> list[tuple[str, list[tuple[int, Requ
 
 def _has_transactional_records(
         topics: list[tuple[str, list[tuple[int, RequestRecords | bytes | None]]]]) -> bool:
-    """Kafka's ``ProduceRequest.hasTransactionalRecords``: a magic v2 batch of any partition marked transactional
-    (a request without a transactional id sending one is refused whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    every partition of it, before any other check)."""
-    for _, partitions in topics:
-        for _, records in partitions:
-            if records is None:
-                continue
-            pos, size = 0, len(records)
-            while pos + _ATTRIBUTES_END <= size:
-                if records[pos + _MAGIC_AT] == 2 and records[pos + _ATTRIBUTES_END - 1] & _TRANSACTIONAL_BIT:
-                    return True
-                length = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
-                if length <= 0:
-                    break
-                pos += 12 + length
-    return False
+    """Kafka's ``ProduceRequest.hasTransactionalRecords``: the first batch of any partition is a magic v2 batch
+    marked transactional (a request without a transactional id sending one is refused whole with
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, every partition of it, before any other check). Kafka looks at each
+    partition's first batch only: a partition with more than one batch is refused INVALID_RECORD anyway."""
+    return any(records is not None and len(records) >= _ATTRIBUTES_END and records[_MAGIC_AT] == 2
+               and records[_ATTRIBUTES_END - 1] & _TRANSACTIONAL_BIT
+               for _, partitions in topics for _, records in partitions)
 
 
 @handler(0, 0, 12)

@@ -233,7 +233,7 @@ class FrontLink:
         """A failed append of the front's, as :func:`klog.broker.native_produce.account` treats one."""
         if code == errors.KAFKA_STORAGE_ERROR:
             exc = OSError(errno_, message) if errno_ is not None else OSError(message)
-            self.state.partitions.note_leader_write_failure(topic, partition, exc, log_dir)
+            self.state.partitions.note_log_write_failure(topic, partition, exc, log_dir=log_dir)
             log.error("append to %s-%d failed: %s", topic, partition, message)
         elif code == errors.CORRUPT_MESSAGE:
             _rejections.log(topic, partition, code, message, client_id)

@@ -246,10 +246,7 @@ class ReplicaManager:
         LogDirFailureChannel: retried, the same write failed at every round for ever and the replica silently
         fell out of the ISR. The broker then reports the dir, its partitions stop being fetched
         (:meth:`on_log_dirs_offline`) and refuse writes."""
-        native = self.partitions.get(*followed.key)
-        if native is None or native is not followed.log.native:
-            return   # deleted or followed anew meanwhile: its log closing is no failure of the dir
-        self.partitions.note_write_failure(exc, self.partitions.log_dir_of(native), any_error=True)
+        self.partitions.note_log_write_failure(*followed.key, exc, log_=followed.log.native)
 
     def _become_follower(self, key: Key, topic_id: uuid.UUID, reg: Any, native: Any) -> None:
         self._leading_after_append.discard(key)
@@ -563,8 +560,7 @@ class ReplicaManager:
             # a segment below the new start could not be retired (the log closed itself): the dir goes offline, as
             # Kafka's deleteSegments hands the IOException to the LogDirFailureChannel; a log that a concurrent
             # deletion closed is no failure of the dir
-            if self.partitions.get(topic, partition) is log_:
-                self.partitions.note_write_failure(exc, self.partitions.log_dir_of(log_), any_error=True)
+            self.partitions.note_log_write_failure(topic, partition, exc, log_=log_)
             raise
         return NONE, start, self.wait_for_low_watermark(topic, partition, offset)
 
