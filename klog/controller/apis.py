@@ -447,13 +447,27 @@ class ControllerApis:
         if wanted is not None and not wanted:   # nothing to do (Kafka answers at once)
             return {"throttle_time_ms": 0, "error_code": NONE, "replica_election_results": []}
         min_isr = self.config["min.insync.replicas"]
+        #: every topic when no partition is named: Kafka lists each, its partitions that needed no election left out
+        every_topic: list[str] = []
+
+        def decide(image: MetadataImage) -> ControllerResult[list[tuple[str, ElectLeadersResponsePartitionResult]]]:
+            if wanted is None:
+                every_topic[:] = sorted(image.topics_by_name)
+            return elect_leaders(election_type, wanted, image, min_insync_replicas=min_isr)
+
         try:
-            items = await self._write(
-                lambda image: elect_leaders(election_type, wanted, image, min_insync_replicas=min_isr), _partitions)
-        except ElectionError as exc:
-            return {"throttle_time_ms": 0, "error_code": exc.code, "replica_election_results": []}
+            items = await self._write(decide, _partitions)
+        except ElectionError as exc:   # the request's error answer: each partition named refused as the request
+            return {"throttle_time_ms": 0, "error_code": exc.code, "replica_election_results": [
+                {"topic": t, "partition_result": [{"partition_id": p, "error_code": exc.code,
+                                                   "error_message": exc.message} for p in partitions]}
+                for t, partitions in wanted or []]}
+        grouped = _by_topic(items)
+        if wanted is None:
+            by_name = dict(grouped)
+            grouped = [(name, by_name.get(name, [])) for name in every_topic]
         results: list[ElectLeadersResponseReplicaElectionResult] = [
-            {"topic": t, "partition_result": r} for t, r in _by_topic(items)]
+            {"topic": t, "partition_result": r} for t, r in grouped]
         return {"throttle_time_ms": 0, "error_code": NONE, "replica_election_results": results}
 
     async def alter_partition_reassignments(self, request: AlterPartitionReassignmentsRequest, api_version: int

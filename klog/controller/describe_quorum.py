@@ -121,6 +121,26 @@ NONE = ErrorCode.NONE
 NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 UNSUPPORTED_ENDPOINT_TYPE = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+#: DescribeCluster's endpoint types (Kafka's EndpointType): what a broker's and a controller's listeners describe
+BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
+_ENDPOINT_NAMES = {BROKER_ENDPOINT: "BROKER", CONTROLLER_ENDPOINT: "CONTROLLER"}
+
+
+def describe_cluster_refusal(api_version: int, served: int, requested: int) -> DescribeClusterResponse | None:
+    """Kafka's AuthHelper.computeDescribeClusterResponse refusals: an endpoint type it does not know
+    (UNSUPPORTED_ENDPOINT_TYPE), or the other listener's type (MISMATCHED_ENDPOINT_TYPE), INVALID_REQUEST in v0;
+    the refusal carries its code and message only (the other fields their schema defaults). None: answer it."""
+    if requested not in _ENDPOINT_NAMES:
+        code, message = UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {requested}"
+    elif requested != served:
+        code, message = ErrorCode.MISMATCHED_ENDPOINT_TYPE, (
+            f"The request was sent to an endpoint of type {_ENDPOINT_NAMES[served]}, but we wanted an endpoint of "
+            f"type {_ENDPOINT_NAMES[requested]}")
+    else:
+        return None
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST if api_version == 0 else code,
+            "error_message": message, "endpoint_type": BROKER_ENDPOINT, "cluster_id": "", "controller_id": -1,
+            "brokers": [], "cluster_authorized_operations": -2147483648}
 UNSUPPORTED_VERSION = ErrorCode.UNSUPPORTED_VERSION
 
 
@@ -438,16 +458,15 @@ class ControllerListener:
                          leader.host, leader.port, e)
         return describe_quorum_response(status, request)
 
-    def describe_cluster(self, request: DescribeClusterRequest) -> DescribeClusterResponse:
+    def describe_cluster(self, request: DescribeClusterRequest, api_version: int = 1) -> DescribeClusterResponse:
         """Controllers answer DescribeCluster for the controller endpoint type only (as Kafka's ControllerApis)."""
         endpoint_type = int(getattr(request, "endpoint_type", 1))
+        refused = describe_cluster_refusal(api_version, CONTROLLER_ENDPOINT, endpoint_type)
+        if refused is not None:
+            return refused
         base: DescribeClusterResponse = {"throttle_time_ms": 0, "endpoint_type": endpoint_type,
                                          "cluster_id": self.cluster_id() or "",
                                          "cluster_authorized_operations": -2147483648}
-        if endpoint_type != 2:
-            return {**base, "error_code": UNSUPPORTED_ENDPOINT_TYPE,
-                    "error_message": "The controllers can only describe the controller endpoints (endpoint type 2)",
-                    "controller_id": -1, "brokers": []}
         leader = self.driver.leader_id or -1
         brokers: list[DescribeClusterResponseBroker] = [
             {"broker_id": v.node_id, "host": v.host, "port": v.port, "rack": None, "is_fenced": False}
@@ -481,7 +500,8 @@ class ControllerListener:
                 return self.voter_changes.remove(cast("RemoveRaftVoterRequest", request))
             return self.voter_changes.update(cast("UpdateRaftVoterRequest", request))
         if api_key == 60:
-            return self.describe_cluster(cast("DescribeClusterRequest", request))
+            return self.describe_cluster(cast("DescribeClusterRequest", request),
+                                         int(header.api_version) if header is not None else 1)
         return self.api_versions(cast("ApiVersionsRequest", request),
                                  int(header.api_version) if header is not None else 0)
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from klog.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from klog.metadata.records import MetadataRecord, record
-from klog.protocol.errors import ErrorCode
+from klog.protocol.errors import ErrorCode, error_info
 
 from .brokers import leader_and_isr_changes
 from .partition_change import MIN_INSYNC_REPLICAS
@@ -64,6 +64,9 @@ def is_acceptable_leader(image: MetadataImage, broker_id: int) -> bool:
 
 def _item(topic: str, partition: int, code: int = ErrorCode.NONE, message: str | None = None
           ) -> tuple[str, ElectLeadersResponsePartitionResult]:
+    """An error without a message of its own carries its code's default one, as Kafka's ApiError.message()."""
+    if message is None and code != ErrorCode.NONE:
+        message = error_info(code).message
     return topic, {"partition_id": partition, "error_code": int(code), "error_message": message}
 
 

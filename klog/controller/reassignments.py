@@ -163,7 +163,7 @@ def _start(image: MetadataImage, p: PartitionRegistration, target: Sequence[int]
 def _revert(image: MetadataImage, p: PartitionRegistration, unclean_allowed: bool, where: str
             ) -> PartitionChangeFields:
     if not reassignment_in_progress(p):
-        raise TopicError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
+        raise TopicError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)   # Kafka's answer carries no message
     replicas = [r for r in p.replicas if r not in p.adding_replicas]
     isr = [r for r in p.isr if r not in p.adding_replicas]
     fields: PartitionChangeFields = {"replicas": replicas, "isr": isr, "adding_replicas": [], "removing_replicas": []}
@@ -198,7 +198,8 @@ def alter_partition_reassignments(topics: Iterable[tuple[str, Iterable[Reassignm
             p = None if topic is None else topic.partitions.get(pid)
             if topic is None or p is None:
                 answers.append((name, {"partition_index": pid, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                                       "error_message": "This server does not host this topic-partition."}))
+                                       "error_message": f"Unable to find a topic named {name}." if topic is None
+                                       else f"Unable to find partition {name}:{pid}."}))
                 continue
             try:
                 fields = _revert(image, p, unclean_allowed(name), f"{name}:{pid}") if target is None else \

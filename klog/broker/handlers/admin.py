@@ -64,26 +64,33 @@ async def handle_delete_records(broker: HandlerBroker, ctx: RequestContext, requ
     metadata, then the replica manager's (``broker.replicas.delete_records``)."""
     topics: list[DeleteRecordsResponseTopicResult] = []
     waits: list[tuple[DeleteRecordsResponsePartitionResult, asyncio.Future[int]]] = []
+    # Kafka keys the request's offsets by partition: a partition named twice (in one topic entry or two) is
+    # answered once, with the offset of its last entry
+    wanted: dict[str, dict[int, int]] = {}
     for topic_request in request.topics:
-        partitions: list[DeleteRecordsResponsePartitionResult] = []
-        topics.append({"name": topic_request.name, "partitions": partitions})
-        refused = broker.access is not None and not authz.allowed(
-            broker, ctx, authz.AclOperation.DELETE, authz.ResourceType.TOPIC, topic_request.name)
+        named = wanted.setdefault(topic_request.name, {})
         for preq in topic_request.partitions:
-            entry: DeleteRecordsResponsePartitionResult = {"partition_index": preq.partition_index, "low_watermark": -1, "error_code": errors.NONE}
+            named[preq.partition_index] = preq.offset
+    for name, offsets in wanted.items():
+        partitions: list[DeleteRecordsResponsePartitionResult] = []
+        topics.append({"name": name, "partitions": partitions})
+        refused = broker.access is not None and not authz.allowed(
+            broker, ctx, authz.AclOperation.DELETE, authz.ResourceType.TOPIC, name)
+        for index, offset in offsets.items():
+            entry: DeleteRecordsResponsePartitionResult = {"partition_index": index, "low_watermark": -1,
+                                                           "error_code": errors.NONE}
             partitions.append(entry)
             if refused:   # Delete on the topic, checked before it is looked up
                 entry["error_code"] = errors.TOPIC_AUTHORIZATION_FAILED
                 continue
-            if broker.metadata.partition(topic_request.name, preq.partition_index) is None:
+            if broker.metadata.partition(name, index) is None:
                 # Kafka's metadata cache check, before the replica manager's (internal topic, leader, policy, offset)
                 entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             try:
-                code, low_watermark, waiting = broker.replicas.delete_records(topic_request.name,
-                                                                              preq.partition_index, preq.offset)
+                code, low_watermark, waiting = broker.replicas.delete_records(name, index, offset)
             except OSError as exc:
-                log.error("DeleteRecords on %s-%d failed: %s", topic_request.name, preq.partition_index, exc)
+                log.error("DeleteRecords on %s-%d failed: %s", name, index, exc)
                 entry["error_code"] = errors.KAFKA_STORAGE_ERROR
                 continue
             entry["error_code"] = code

@@ -23,12 +23,12 @@ if TYPE_CHECKING:
 @handler(60, 0, 2)
 def handle_describe_cluster(broker: HandlerBroker, ctx: RequestContext, request: DescribeClusterRequest
                             ) -> DescribeClusterResponse:
-    endpoint_type = getattr(request, "endpoint_type", 1)
-    if endpoint_type not in (1, 2):
-        return {"throttle_time_ms": 0, "error_code": errors.UNSUPPORTED_VERSION,
-                "error_message": f"unsupported endpoint type {endpoint_type}", "endpoint_type": endpoint_type,
-                "cluster_id": broker.cluster_id, "controller_id": -1, "brokers": [],
-                "cluster_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED}
+    from klog.controller.describe_quorum import BROKER_ENDPOINT, describe_cluster_refusal
+
+    endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINT)
+    refused = describe_cluster_refusal(ctx.api_version, BROKER_ENDPOINT, endpoint_type)
+    if refused is not None:   # a broker's listener describes the brokers only (Kafka's KafkaApis)
+        return refused
     include_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
     # v2 (KIP-1073): fenced brokers too when asked for, flagged is_fenced
     include_fenced = bool(getattr(request, "include_fenced_brokers", False))

@@ -15,6 +15,7 @@ from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import not_led
 from klog.broker.partitions import leader_epoch_error
+from klog.broker.replication.epochs import LeaderEpochCache
 
 if TYPE_CHECKING:
     from klog._native import PartitionLog
@@ -103,7 +104,7 @@ def _leader_log(broker: HandlerBroker, topic: str, partition: int, current_leade
     return (code, None) if code else (errors.NONE, log_)
 
 
-@handler(2, 1, 8)
+@handler(2, 1, 11)
 def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: ListOffsetsRequest
                         ) -> ListOffsetsResponse:
     # Hot path: consumers and Spark's Kafka source send one such request per partition and poll, tens of
@@ -121,7 +122,13 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Lis
     client = replica_id == CONSUMER_REPLICA_ID
     access = broker.access
     topics: list[ListOffsetsResponseTopicResponse] = []
-    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    isolation_level = getattr(request, "isolation_level", 0)
+    if isolation_level not in (0, READ_COMMITTED):
+        # Kafka's IsolationLevel.forId throws: the request's error answer, every partition UNKNOWN_SERVER_ERROR
+        return {"topics": [{"name": t.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": errors.UNKNOWN_SERVER_ERROR} for p in t.partitions]}
+            for t in request.topics]}
+    read_committed = isolation_level == READ_COMMITTED
     producers = broker.producers
     duplicates = _duplicates(request)
     refused: set[tuple[str, int]] = set()
@@ -164,6 +171,11 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Lis
             if code:
                 partitions.append({"partition_index": index, "error_code": code})
                 continue
+            if timestamp == LATEST_TIERED or timestamp == EARLIEST_PENDING_UPLOAD:
+                # offsets in tiered storage, which klog does not have: none, as Kafka answers for a log without
+                # remote storage
+                partitions.append({"partition_index": index})
+                continue
             if timestamp == EARLIEST or timestamp == EARLIEST_LOCAL:
                 start = log_.log_start_offset
                 partitions.append({"partition_index": index, "offset": start, "leader_epoch": _epoch_at(log_, start)}
@@ -199,22 +211,17 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Lis
 
 def _epoch_end(broker: HandlerBroker, name: str, log_: PartitionLog,
                preq: OffsetForLeaderEpochRequestOffsetForLeaderPartition) -> OffsetForLeaderEpochResponseEpochEndOffset:
-    """OffsetForLeaderEpoch: the largest epoch <= the one asked and the offset where the next epoch starts (or
-    the log end); nothing (UNDEFINED epoch and offset) when every epoch is larger."""
+    """OffsetForLeaderEpoch: Kafka's ``endOffsetFor`` over the leader's epochs (a replicated partition's leader
+    state, else the log's epoch entries): the latest epoch ends at the log end, an older one where the next higher
+    epoch starts; an epoch newer than every known one is UNDEFINED (epoch and offset -1)."""
     wanted = preq.leader_epoch
     replicated = broker.replicas.offset_for_leader_epoch(name, preq.partition, -1, wanted)
     if replicated is not None:   # the leader state's epoch cache (Kafka's endOffsetFor)
         code, epoch, end = replicated
         return {"error_code": code, "leader_epoch": epoch, "end_offset": end}
-    epochs = sorted(log_.leader_epoch_entries()) or [(0, log_.log_start_offset)]
-    chosen = None
-    for i, (epoch, _start) in enumerate(epochs):
-        if epoch <= wanted:
-            chosen = i
-    if chosen is None:
-        return {}
-    end = epochs[chosen + 1][1] if chosen + 1 < len(epochs) else log_.log_end_offset
-    return {"leader_epoch": epochs[chosen][0], "end_offset": end}
+    answer = LeaderEpochCache(sorted(log_.leader_epoch_entries()) or [(0, log_.log_start_offset)]).end_offset_for(
+        wanted, log_.log_end_offset)
+    return {"leader_epoch": answer.epoch, "end_offset": answer.end_offset}
 
 
 @handler(23, 2, 4)

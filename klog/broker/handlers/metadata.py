@@ -187,9 +187,10 @@ def handle_describe_topic_partitions(broker: HandlerBroker, ctx: RequestContext,
     cursor = request.cursor
     first_partition = 0
     if cursor is not None:
-        if request.topics and cursor.topic_name not in requested:
+        # Kafka refuses a cursor naming a topic the request does not, or a negative partition
+        if (request.topics and cursor.topic_name not in requested) or cursor.partition_index < 0:
             return {"throttle_time_ms": 0, "next_cursor": None,
-                    "topics": [_error_topic(name, errors.INVALID_REQUEST) for name in requested]}
+                    "topics": [_error_topic(t.name, errors.INVALID_REQUEST) for t in request.topics]}
         requested = [name for name in requested if name >= cursor.topic_name]
         first_partition = max(cursor.partition_index, 0)
     remaining = limit
@@ -204,8 +205,9 @@ def handle_describe_topic_partitions(broker: HandlerBroker, ctx: RequestContext,
         if name in hidden:
             topics.append(_error_topic(name, errors.TOPIC_AUTHORIZATION_FAILED))
             continue
-        if topic is None:
-            topics.append(_error_topic(name, errors.UNKNOWN_TOPIC_OR_PARTITION))
+        if topic is None:   # with the operations the principal would have on it, as Kafka's
+            topics.append({**_error_topic(name, errors.UNKNOWN_TOPIC_OR_PARTITION),
+                           "topic_authorized_operations": authz.authorized_operations(broker, ctx, _TOPIC, name)})
             continue
         indexes = [p for p in sorted(topic.partitions) if p >= start]
         taken = indexes[:remaining]

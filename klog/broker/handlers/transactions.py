@@ -419,7 +419,8 @@ async def handle_describe_producers(broker: HandlerBroker, ctx: RequestContext, 
                                              topic.name):
             refused = errors.TOPIC_AUTHORIZATION_FAILED
         elif not refused and broker.metadata.topic(topic.name) is None:
-            refused = errors.UNKNOWN_TOPIC_OR_PARTITION
+            # Kafka's words for an unknown topic (an unknown partition of a known one has none)
+            refused, message = errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
         partitions: list[Any] = []
         for index in topic.partition_indexes:
             code = refused
