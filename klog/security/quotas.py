@@ -45,7 +45,7 @@ _MAX = {"short": 2 ** 15 - 1, "int": 2 ** 31 - 1, "long": 2 ** 63 - 1}
 
 def validate_entity(entity: Mapping[str, str | None]) -> str | None:
     """Kafka's ClientQuotaControlManager.validateEntity: an error message (INVALID_REQUEST), or None. Unknown
-    entity types are :func:`unknown_entity_type`'s (UNSUPPORTED_VERSION)."""
+    entity types are :func:`unknown_entity_type`'s (INVALID_REQUEST too)."""
     if not entity:
         return "Invalid empty client quota entity"
     for entity_type, name in entity.items():
@@ -74,7 +74,8 @@ def quota_keys(entity: Mapping[str, str | None]) -> tuple[Mapping[str, str] | No
     has_user, has_client, has_ip = USER in entity, CLIENT_ID in entity, IP in entity
     if has_ip:
         if has_user or has_client:
-            return None, "Invalid quota entity combination, IP entity should not be combined with User or ClientId"
+            return None, ("Invalid quota entity combination, IP entity shouldnot be combined with "   # sic, Kafka's
+                          "User or ClientId")
         return IP_QUOTA_KEYS, None
     if has_user or has_client:
         return USER_CLIENT_QUOTA_KEYS, None
