@@ -499,3 +499,27 @@ def test_describe_client_quotas_matches_as_kafka(server):
     assert quotas([]) == mine
     _alter_quotas(server, *(_quota_entry(list(e), [(k, None) for k in v]) for e, v in entities.items()))
     until(lambda: quotas([]) == set(), "the quotas removed", timeout=30)
+
+
+def test_alter_client_quotas_checks_an_entity_in_kafkas_map_order(server):
+    """Kafka checks (and answers) an entity's parts in the order of its HashMap, sized by the request's entity
+    list: an empty name before an unhandled type when the map puts it first, an empty IP before its form; an IP
+    entity may be a resolvable host name; a long quota of 2^63 - 1 (2^63 as a double) is not too large."""
+    n = f"k{_uid()}"
+
+    def raw(entity: list[tuple[str, str | None]], ops: list[tuple[str, float | None]]) -> list[tuple[Any, ...]]:
+        answer = _ask(server, ApiKey.ALTER_CLIENT_QUOTAS, 1, {"entries": [_quota_entry(entity, ops)],
+                                                               "validate_only": True})
+        return [(r.error_code, r.error_message, [(e.entity_type, e.entity_name) for e in r.entity])
+                for r in answer.entries]
+
+    assert raw([("foo", ""), ("user", "")], [("producer_byte_rate", 5.0)]) == [
+        (E.INVALID_REQUEST, "Empty user not supported", [("user", ""), ("foo", "")])]
+    assert raw([("user", n), ("client-id", n)], [("producer_byte_rate", 5.0)]) == [
+        (E.NONE, None, [("client-id", n), ("user", n)])]
+    assert raw([("ip", "")], [("connection_creation_rate", 5.0)]) == [
+        (E.INVALID_REQUEST, "Empty ip not supported", [("ip", "")])]
+    assert raw([("ip", "localhost")], [("connection_creation_rate", 5.0)]) == [(E.NONE, None, [("ip", "localhost")])]
+    assert raw([("user", n)], [("producer_byte_rate", float(2 ** 63 - 1))]) == [(E.NONE, None, [("user", n)])]
+    assert raw([("user", n)], [("producer_byte_rate", float("inf"))]) == [
+        (E.INVALID_REQUEST, "Proposed value for producer_byte_rate is too large for a LONG.", [("user", n)])]

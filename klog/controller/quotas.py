@@ -11,7 +11,7 @@ from klog.controller.result import ControllerResult
 from klog.metadata.image import MetadataImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
-from klog.security.quotas import CLIENT_ID, IP, USER, quota_keys, unknown_entity_type, validate_entity, validate_value
+from klog.security.quotas import java_hash_map_order, quota_keys, validate_entity, validate_value
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
@@ -32,9 +32,12 @@ def alter_client_quotas(entries: list[AlterClientQuotasRequestEntryData], image:
     out: list[MetadataRecord] = []
     results: dict[tuple[tuple[str, str | None], ...], AlterClientQuotasResponseEntryData] = {}
     for entry in entries:
-        entity = _kafka_order({e.entity_type: e.entity_name for e in entry.entity})
+        entity = _kafka_order({e.entity_type: e.entity_name for e in entry.entity}, len(entry.entity))
         key = tuple(entity.items())
         ops = list(entry.ops)
+        code: int
+        message: str | None
+        records: list[MetadataRecord]
         if key in results or len({op.key for op in ops}) < len(ops):
             code, message, records = ErrorCode.INVALID_REQUEST, f"Ignoring duplicate entity {_java(entity)}", []
         else:
@@ -46,12 +49,10 @@ def alter_client_quotas(entries: list[AlterClientQuotasRequestEntryData], image:
     return ControllerResult([] if validate_only else out, list(results.values()))
 
 
-#: the order of a ClientQuotaEntity's types in Kafka's answers and messages (its HashMap's)
-_KAFKA_ORDER = {IP: 0, CLIENT_ID: 1, USER: 2}
-
-
-def _kafka_order(entity: dict[str, str | None]) -> dict[str, str | None]:
-    return dict(sorted(entity.items(), key=lambda kv: _KAFKA_ORDER.get(kv[0], len(_KAFKA_ORDER))))
+def _kafka_order(entity: dict[str, str | None], parts: int) -> dict[str, str | None]:
+    """The entity in the order of Kafka's ClientQuotaEntity map (its answers, messages and checks'), a
+    ``HashMap`` sized by the request's ``parts``."""
+    return {t: entity[t] for t in java_hash_map_order(entity, parts)}
 
 
 def _java(entity: dict[str, str | None]) -> str:
@@ -62,9 +63,6 @@ def _java(entity: dict[str, str | None]) -> str:
 
 def _alter_one(entity: dict[str, str | None], ops: list[AlterClientQuotasRequestOpData], image: MetadataImage
                ) -> tuple[int, str | None, list[MetadataRecord]]:
-    unknown = unknown_entity_type(entity)
-    if unknown is not None:
-        return ErrorCode.INVALID_REQUEST, f"Unhandled client quota entity type: {unknown}", []
     problem = validate_entity(entity)
     if problem is not None:
         return ErrorCode.INVALID_REQUEST, problem, []
