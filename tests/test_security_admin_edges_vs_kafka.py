@@ -17,22 +17,13 @@ import pytest
 from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode as E
 from klog.security.sasl import plain_token
-from klog.testing.kafka import free_port, one_broker
+from klog.testing.kafka import free_port, one_broker, sasl_plain_authorizer_properties
 from klog.testing.wire import WireClient, until
 
 pytestmark = pytest.mark.java
 
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
-PLAIN_JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" "
-              "password=\"admin-pw\" " + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
-PROPERTIES = {
-    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-    "sasl.enabled.mechanisms": "PLAIN",
-    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-    # the brokers' own PLAINTEXT listeners (inter-broker, controller) are ANONYMOUS
-    "super.users": "User:admin;User:ANONYMOUS",
-}
+PROPERTIES = sasl_plain_authorizer_properties(USERS)
 TOPIC, GROUP, CLUSTER = 2, 3, 4
 ANY, MATCH, LITERAL, PREFIXED = 1, 2, 3, 4
 READ, WRITE, ALTER, DESCRIBE = 3, 4, 7, 8
