@@ -46,11 +46,11 @@ def test_validate_only_answers_without_records():
 def test_invalid_entries_change_nothing_for_their_entity_only():
     bad = {
         "unknown key": entry([("user", "a")], connection_creation_rate=5),
-        "zero": entry([("user", "a")], producer_byte_rate=0),
+        "zero": entry([("user", "a2")], producer_byte_rate=0),   # (an entity named twice is refused whole)
         "negative": entry([("client-id", "c")], request_percentage=-1),
-        "fraction of a long": entry([("user", "a")], consumer_byte_rate=1.5),
-        "too large for a long": entry([("user", "a")], consumer_byte_rate=2.0 ** 64),
-        "ip with user": entry([("ip", "1.2.3.4"), ("user", "a")], connection_creation_rate=5),
+        "fraction of a long": entry([("user", "a3")], consumer_byte_rate=1.5),
+        "too large for a long": entry([("user", "a4")], consumer_byte_rate=2.0 ** 64),
+        "ip with user": entry([("ip", "1.2.3.4"), ("user", "a5")], connection_creation_rate=5),
         "bad ip": entry([("ip", "not-an-ip")], connection_creation_rate=5),
         "empty entity": entry([], producer_byte_rate=5),
         "empty name": entry([("user", "")], producer_byte_rate=5),
@@ -63,7 +63,7 @@ def test_invalid_entries_change_nothing_for_their_entity_only():
     assert answers[0][1] == "Invalid configuration key connection_creation_rate"
     assert answers[3][1] == "consumer_byte_rate cannot be a fractional value."
     _, answers, _ = apply(MetadataImage(), entry([("group", "g")], producer_byte_rate=5))
-    assert answers == [(ErrorCode.UNSUPPORTED_VERSION, "Unhandled client quota entity type: group")]
+    assert answers == [(ErrorCode.INVALID_REQUEST, "Unhandled client quota entity type: group")]
 
 
 def test_ip_quotas():

@@ -51,16 +51,17 @@ def test_invalid_items_change_nothing_for_their_user():
     result = alter_user_scram_credentials(
         [NS(name="dup", mechanism=2)],
         [upsert("few", iterations=100), upsert("many", iterations=20000), upsert("", 2), upsert("mech", 7),
-         upsert("dup", 2), upsert("ok"), upsert("nosalt", salt=b"")], MetadataImage())
+         upsert("dup", 2), upsert("ok"), upsert("nosalt", salt=b""), NS(name="nosalted", mechanism=2, iterations=4096, salt=b"s", salted_password=b"")], MetadataImage())
     codes = {r["user"]: (r["error_code"], r["error_message"]) for r in result.response}
     assert codes["few"] == (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
     assert codes["many"] == (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
     assert codes[""][0] == ErrorCode.UNACCEPTABLE_CREDENTIAL
     assert codes["mech"][0] == ErrorCode.UNSUPPORTED_SASL_MECHANISM
     assert codes["dup"][0] == ErrorCode.RESOURCE_NOT_FOUND   # the deletion comes first and fails
-    assert codes["nosalt"][0] == ErrorCode.UNACCEPTABLE_CREDENTIAL
+    assert codes["nosalt"] == (0, None)   # as Kafka's: an empty salt is stored; an empty salted password fails
+    assert codes["nosalted"] == (ErrorCode.UNKNOWN_SERVER_ERROR, None)
     assert codes["ok"] == (0, None)
-    assert [r.data.name for r in result.records] == ["ok"]
+    assert [r.data.name for r in result.records] == ["ok", "nosalt"]
 
 
 def test_describe_client_quotas_matches_entities_as_kafka():
@@ -85,7 +86,7 @@ def test_describe_client_quotas_matches_entities_as_kafka():
     assert users(("user", 0, "alice")) == [(("client-id", "app"), ("user", "alice")), (("user", "alice"),)]
     assert users(("user", 0, "alice"), strict=True) == [(("user", "alice"),)]
     assert users(("user", 1, None)) == [(("user", "<default>"),)]
-    assert users(("user", 2, None), strict=True) == [(("user", "alice"),)]
+    assert users(("user", 2, None), strict=True) == [(("user", "<default>"),), (("user", "alice"),)]
     assert len(users()) == 3
     bad = describe_client_quotas([NS(entity_type="user", match_type=0, match="a")] * 2, False, image)
     assert bad["error_code"] == ErrorCode.INVALID_REQUEST and bad["entries"] is None
@@ -94,8 +95,8 @@ def test_describe_client_quotas_matches_entities_as_kafka():
 def test_a_user_altered_twice_in_one_request_fails_whole_and_others_proceed():
     image = MetadataImage()
     result = alter_user_scram_credentials([], [upsert("alice", 1), upsert("alice", 2), upsert("bob")], image)
-    assert [(r["user"], r["error_code"]) for r in result.response] == [
-        ("alice", ErrorCode.DUPLICATE_RESOURCE), ("bob", 0)]
+    assert [(r["user"], r["error_code"]) for r in result.response] == [   # successes first, as Kafka's
+        ("bob", 0), ("alice", ErrorCode.DUPLICATE_RESOURCE)]
     assert [r.data.name for r in result.records] == ["bob"]
     image, _ = replay(image, list(result.records))
     result = alter_user_scram_credentials([NS(name="bob", mechanism=2), NS(name="bob", mechanism=1)], [], image)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from klog.testing import kafka_tools as kt
-from klog.testing.kafka import free_port, one_broker
+from klog.testing.kafka import free_port, one_broker, sasl_plain_authorizer_properties
 
 # nightly (make test-long): seven Java tool runs per broker; test_delegation_tokens_vs_kafka.py is CI's proof
 pytestmark = [pytest.mark.java, pytest.mark.long]
@@ -18,17 +18,7 @@ pytestmark = [pytest.mark.java, pytest.mark.long]
 TOKEN_COMMAND = "org.apache.kafka.tools.DelegationTokenCommand"
 ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
-PLAIN_JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" "
-              "password=\"admin-pw\" " + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
-PROPERTIES = {
-    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-    "sasl.enabled.mechanisms": "PLAIN",
-    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-    "delegation.token.secret.key": "klog-acl-token-secret",
-    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-    # the brokers' own PLAINTEXT listeners (inter-broker, controller) are ANONYMOUS
-    "super.users": "User:admin;User:ANONYMOUS",
-}
+PROPERTIES = {**sasl_plain_authorizer_properties(USERS), "delegation.token.secret.key": "klog-acl-token-secret"}
 
 
 @pytest.fixture(scope="module", params=["klog", "kafka"])

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Union
 from klog.metadata.image import AclEntry, MetadataImage
 from klog.metadata.records import MAX_RECORDS_PER_BATCH, MetadataRecord, record
 from klog.protocol.errors import ErrorCode
-from klog.security.acl import AclFilter, create_error, filter_error
+from klog.security.acl import AclFilter, create_error, filter_error, is_filter_only
 
 from .result import ControllerResult
 
@@ -56,12 +56,16 @@ def filter_of(f: Union[DescribeAclsRequest, DeleteAclsRequestFilter]) -> AclFilt
 def create_acls(creations: Iterable[CreateAclsRequestAclCreation], image: MetadataImage
                 ) -> ControllerResult[list[CreateAclsResponseAclCreationResult]]:
     """CreateAcls' results (error_code, error_message per creation) and the records of the new ACLs."""
+    entries = [entry_of(creation) for creation in creations]
+    if any(is_filter_only(entry) for entry in entries):
+        # Kafka cannot build an AclBinding of an ANY/MATCH value and fails the whole request
+        return ControllerResult((), [{"error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "error_message": None}
+                                     for _ in entries])
     existing = set(image.acls.values())
     taken = set(image.acls)
     records: list[MetadataRecord] = []
     results: list[CreateAclsResponseAclCreationResult] = []
-    for creation in creations:
-        entry = entry_of(creation)
+    for entry in entries:
         problem = create_error(entry)
         if problem is not None:
             results.append({"error_code": problem[0], "error_message": problem[1]})
@@ -76,7 +80,7 @@ def create_acls(creations: Iterable[CreateAclsRequestAclCreation], image: Metada
                                   resource_name=entry.resource_name, pattern_type=entry.pattern_type,
                                   principal=entry.principal, host=entry.host, operation=entry.operation,
                                   permission_type=entry.permission_type))
-        results.append({"error_code": NONE, "error_message": None})
+        results.append({"error_code": NONE, "error_message": ""})   # Kafka's default message: empty, not null
     if len(records) > MAX_NEW_ACLS_PER_REQUEST:
         message = (f"Exceeded maximum of {MAX_NEW_ACLS_PER_REQUEST} new ACLs in one request: "
                    f"{len(records)} requested")
@@ -113,11 +117,9 @@ def delete_acls(filters: Iterable[DeleteAclsRequestFilter], image: MetadataImage
 
 
 def describe_acls(request: DescribeAclsRequest, acls: Mapping[uuid.UUID, AclEntry]) -> DescribeAclsResponse:
-    """DescribeAcls' answer from an image's ACLs: the matching ACLs grouped by resource pattern."""
-    acl_filter = filter_of(request)
-    problem = filter_error(acl_filter)
-    if problem is not None:
-        return {"throttle_time_ms": 0, "error_code": INVALID_REQUEST, "error_message": problem, "resources": []}
+    """DescribeAcls' answer from an image's ACLs: the matching ACLs grouped by resource pattern (sorted; Kafka's
+    order is its hash maps')."""
+    acl_filter = filter_of(request)   # one with a code Kafka does not know matches nothing, as Kafka's
     grouped: dict[tuple[int, str, int], list[DescribeAclsResponseAclDescription]] = {}
     for entry in acls.values():
         if acl_filter.matches(entry):
@@ -127,4 +129,4 @@ def describe_acls(request: DescribeAclsRequest, acls: Mapping[uuid.UUID, AclEntr
     resources: list[DescribeAclsResponseResource] = [
         {"resource_type": rtype, "resource_name": name, "pattern_type": ptype, "acls": items}
         for (rtype, name, ptype), items in sorted(grouped.items())]
-    return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "resources": resources}
+    return {"throttle_time_ms": 0, "error_code": NONE, "error_message": "", "resources": resources}

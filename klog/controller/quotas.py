@@ -11,13 +11,12 @@ from klog.controller.result import ControllerResult
 from klog.metadata.image import MetadataImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
-from klog.security.quotas import quota_keys, unknown_entity_type, validate_entity, validate_value
+from klog.security.quotas import java_hash_map_order, quota_keys, validate_entity, validate_value
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
         AlterClientQuotasRequestEntryData,
         AlterClientQuotasRequestOpData,
-        AlterClientQuotasResponseEntityData,
         AlterClientQuotasResponseEntryData,
     )
 
@@ -26,26 +25,44 @@ __all__ = ["alter_client_quotas"]
 
 def alter_client_quotas(entries: list[AlterClientQuotasRequestEntryData], image: MetadataImage, *,
                         validate_only: bool = False) -> ControllerResult[list[AlterClientQuotasResponseEntryData]]:
-    """One result per entry, in request order. An entry with an error changes nothing; the others are applied
-    (Kafka's per-entity semantics). ``validate_only``: the results, no records."""
+    """One result per entity, in first-seen order (Kafka's: its hash map's), as Kafka's
+    ``ClientQuotaControlManager.alterClientQuotas``: an entry with an error changes nothing, the others are
+    applied; an entity named again (or given a key twice) answers INVALID_REQUEST "Ignoring duplicate entity",
+    what its first entry changed standing. ``validate_only``: the results, no records."""
     out: list[MetadataRecord] = []
-    results: list[AlterClientQuotasResponseEntryData] = []
+    results: dict[tuple[tuple[str, str | None], ...], AlterClientQuotasResponseEntryData] = {}
     for entry in entries:
-        entity_list = [(e.entity_type, e.entity_name) for e in entry.entity]
-        answer_entity: list[AlterClientQuotasResponseEntityData] = [
-            {"entity_type": t, "entity_name": n} for t, n in entity_list]
-        code, message, records = _alter_one(dict(entity_list), list(entry.ops), image)
-        results.append({"error_code": code, "error_message": message, "entity": answer_entity})
+        entity = _kafka_order({e.entity_type: e.entity_name for e in entry.entity}, len(entry.entity))
+        key = tuple(entity.items())
+        ops = list(entry.ops)
+        code: int
+        message: str | None
+        records: list[MetadataRecord]
+        if key in results or len({op.key for op in ops}) < len(ops):
+            code, message, records = ErrorCode.INVALID_REQUEST, f"Ignoring duplicate entity {_java(entity)}", []
+        else:
+            code, message, records = _alter_one(entity, ops, image)
+        results[key] = {"error_code": code, "error_message": message,
+                        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()]}
         if code == ErrorCode.NONE:
             out += records
-    return ControllerResult([] if validate_only else out, results)
+    return ControllerResult([] if validate_only else out, list(results.values()))
+
+
+def _kafka_order(entity: dict[str, str | None], parts: int) -> dict[str, str | None]:
+    """The entity in the order of Kafka's ClientQuotaEntity map (its answers, messages and checks'), a
+    ``HashMap`` sized by the request's ``parts``."""
+    return {t: entity[t] for t in java_hash_map_order(entity, parts)}
+
+
+def _java(entity: dict[str, str | None]) -> str:
+    """Kafka's ``ClientQuotaEntity.toString``."""
+    inner = ", ".join(f"{t}={'null' if n is None else n}" for t, n in entity.items())
+    return f"ClientQuotaEntity(entries={{{inner}}})"
 
 
 def _alter_one(entity: dict[str, str | None], ops: list[AlterClientQuotasRequestOpData], image: MetadataImage
                ) -> tuple[int, str | None, list[MetadataRecord]]:
-    unknown = unknown_entity_type(entity)
-    if unknown is not None:
-        return ErrorCode.UNSUPPORTED_VERSION, f"Unhandled client quota entity type: {unknown}", []
     problem = validate_entity(entity)
     if problem is not None:
         return ErrorCode.INVALID_REQUEST, problem, []
@@ -53,7 +70,7 @@ def _alter_one(entity: dict[str, str | None], ops: list[AlterClientQuotasRequest
     if keys is None:
         return ErrorCode.INVALID_REQUEST, problem, []
     wanted: dict[str, float | None] = {}
-    for op in ops:   # a key named twice: the last op wins, as Kafka's map of the request
+    for op in ops:   # (a key named twice is refused by the caller)
         wanted[op.key] = None if op.remove else float(op.value)
     for key, value in wanted.items():
         if value is None:

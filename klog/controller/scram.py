@@ -13,6 +13,7 @@ from klog.controller.result import ControllerResult
 from klog.metadata.image import MetadataImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
+from klog.security.quotas import CLIENT_ID, IP, USER
 from klog.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, credential_from_salted
 
 if TYPE_CHECKING:
@@ -41,9 +42,11 @@ def alter_user_scram_credentials(deletions: list[AlterUserScramCredentialsReques
                                  upsertions: list[AlterUserScramCredentialsRequestScramCredentialUpsertion],
                                  image: MetadataImage
                                  ) -> ControllerResult[list[AlterUserScramCredentialsResponseResult]]:
-    """One result per user named (in first-seen order); a user with any bad item changes nothing."""
+    """One result per user named, as Kafka's: the users deleting, then those upserting, then those refused
+    (each group in first-seen order; Kafka's, in its hash maps' order); a user with any bad item changes
+    nothing."""
     order: list[str] = []
-    errors: dict[str, tuple[int, str]] = {}
+    errors: dict[str, tuple[int, str | None]] = {}
     records: dict[str, list[MetadataRecord]] = {}
     # One alteration per user and request, as Kafka's: a user named again (by another mechanism, or by a
     # deletion and an upsertion) after a valid item fails whole; after an invalid one, the first error stands.
@@ -67,7 +70,7 @@ def alter_user_scram_credentials(deletions: list[AlterUserScramCredentialsReques
             errors[user] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
             continue
         if mechanism not in MECHANISMS:
-            errors[user] = (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism.")
+            errors[user] = (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
             continue
         if upsertion is None:
             if (user, mechanism) not in image.scram_credentials:
@@ -85,8 +88,8 @@ def alter_user_scram_credentials(deletions: list[AlterUserScramCredentialsReques
             errors[user] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
             continue
         salt, salted = bytes(upsertion.salt or b""), bytes(upsertion.salted_password or b"")
-        if not salt or not salted:
-            errors[user] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
+        if not salted:   # Kafka's HMAC refuses an empty key (an empty salt is stored as it is)
+            errors[user] = (ErrorCode.UNKNOWN_SERVER_ERROR, None)
             continue
         credential = credential_from_salted(MECHANISMS[mechanism][0], salted, salt, iterations)
         records.setdefault(user, []).append(record(
@@ -94,12 +97,11 @@ def alter_user_scram_credentials(deletions: list[AlterUserScramCredentialsReques
             stored_key=credential.stored_key, server_key=credential.server_key, iterations=iterations))
     out: list[MetadataRecord] = []
     response: list[AlterUserScramCredentialsResponseResult] = []
-    for user in order:
-        if user in errors:
-            response.append(_result(user, *errors[user]))
-        else:
-            out += records.get(user, [])
-            response.append(_result(user))
+    deleting = {d.name for d in deletions}
+    for user in sorted((u for u in order if u not in errors), key=lambda u: u not in deleting):
+        out += records.get(user, [])
+        response.append(_result(user))
+    response += [_result(user, *errors[user]) for user in order if user in errors]
     return ControllerResult(out, response)
 
 
@@ -112,7 +114,7 @@ def describe_user_scram_credentials(users: list[str] | None, image: MetadataImag
     results: list[DescribeUserScramCredentialsResponseResult] = []
     if not users:
         for user, infos in by_user.items():
-            results.append({**_result(user), "credential_infos": infos})
+            results.append({**_result(user, NONE, ""), "credential_infos": infos})
     else:
         counts: dict[str, int] = {}
         for user in users:
@@ -120,13 +122,15 @@ def describe_user_scram_credentials(users: list[str] | None, image: MetadataImag
         for user in dict.fromkeys(users):
             if counts[user] > 1:
                 results.append({**_result(user, ErrorCode.DUPLICATE_RESOURCE, "Cannot describe SCRAM credentials "
-                                          "for the same user twice in a single request"), "credential_infos": []})
+                                          f"for the same user twice in a single request: {user}"),
+                                "credential_infos": []})
             elif user not in by_user:
-                results.append({**_result(user, ErrorCode.RESOURCE_NOT_FOUND, "Attempt to describe nonexistent "
-                                          "user"), "credential_infos": []})
+                results.append({**_result(user, ErrorCode.RESOURCE_NOT_FOUND, "Attempt to describe a user "
+                                          f"credential that does not exist: {user}"), "credential_infos": []})
             else:
-                results.append({**_result(user), "credential_infos": by_user[user]})
-    return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "results": results}
+                results.append({**_result(user, NONE, ""), "credential_infos": by_user[user]})
+    # Kafka's default messages: empty, not null
+    return {"throttle_time_ms": 0, "error_code": NONE, "error_message": "", "results": results}
 
 
 #: DescribeClientQuotas' match types (Kafka's ClientQuotaFilterComponent)
@@ -135,19 +139,20 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 def describe_client_quotas(components: list[DescribeClientQuotasRequestComponentData], strict: bool, image: MetadataImage
                            ) -> DescribeClientQuotasResponse:
-    """DescribeClientQuotas' response body over the image's ClientQuotaRecords (read only: quotas are not
-    enforced yet). A component matches an entity's part of its type by name (EXACT; a null name is the default
-    entity), the default entity (DEFAULT) or any named one (SPECIFIED); ``strict``: the entity has no other
-    parts."""
+    """DescribeClientQuotas' response body over the image's ClientQuotaRecords (Kafka's
+    ``ClientQuotasImage.describe``). A component matches an entity's part of its type by name (EXACT), the
+    default entity (DEFAULT) or any, the default too (SPECIFIED); ``strict``: the entity has no other parts. A
+    filter Kafka refuses: its error code and message, no entries."""
     wanted: dict[str, tuple[int, str | None]] = {}
     for c in components:
-        if c.entity_type in wanted:
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
-                    "error_message": f"Duplicate entity type {c.entity_type}", "entries": None}
-        if c.match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED):
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
-                    "error_message": f"Unknown match type {c.match_type}", "entries": None}
+        problem = _component_problem(c, wanted)
+        if problem is not None:
+            return {"throttle_time_ms": 0, "error_code": problem[0], "error_message": problem[1], "entries": None}
         wanted[c.entity_type] = (int(c.match_type), c.match)
+    if IP in wanted and (USER in wanted or CLIENT_ID in wanted):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "entries": None,
+                "error_message": "Invalid entity filter component combination. IP filter component should not be "
+                                 "used with user or clientId filter component."}
     entries: list[DescribeClientQuotasResponseEntryData] = []
     for entity, values in sorted(image.client_quotas.items(), key=lambda kv: repr(kv[0])):
         parts = dict(entity)
@@ -161,9 +166,26 @@ def describe_client_quotas(components: list[DescribeClientQuotasRequestComponent
                 ok = ok and parts[entity_type] == name
             elif match_type == MATCH_DEFAULT:
                 ok = ok and parts[entity_type] is None
-            else:
-                ok = ok and parts[entity_type] is not None
         if ok and values:
             entries.append({"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
                             "values": [{"key": k, "value": v} for k, v in sorted(values.items())]})
-    return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None, "entries": entries}
+    return {"throttle_time_ms": 0, "error_code": NONE, "error_message": "", "entries": entries}
+
+
+def _component_problem(c: DescribeClientQuotasRequestComponentData, seen: dict[str, tuple[int, str | None]]
+                       ) -> tuple[int, str] | None:
+    """Why Kafka refuses a DescribeClientQuotas filter component (checked in its order), None when usable."""
+    if not c.entity_type:
+        return ErrorCode.INVALID_REQUEST, "Invalid empty entity type."
+    if c.entity_type in seen:
+        return ErrorCode.INVALID_REQUEST, f"Entity type {c.entity_type} cannot appear more than once in the filter."
+    if c.entity_type not in (USER, CLIENT_ID, IP):
+        return ErrorCode.UNSUPPORTED_VERSION, f"Unsupported entity type {c.entity_type}"
+    if c.match_type == MATCH_EXACT and c.match is None:
+        return ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match string to null."
+    if c.match_type in (MATCH_DEFAULT, MATCH_SPECIFIED) and c.match is not None:
+        name = "DEFAULT" if c.match_type == MATCH_DEFAULT else "SPECIFIED"
+        return ErrorCode.INVALID_REQUEST, f"Request specified MATCH_TYPE_{name}, but also specified a match string."
+    if c.match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED):
+        return ErrorCode.INVALID_REQUEST, f"Unknown match type {c.match_type}"
+    return None

@@ -24,6 +24,7 @@ __all__ = [
     "create_error",
     "filter_error",
     "has_unknown_code",
+    "is_filter_only",
 ]
 
 #: the one name of the CLUSTER resource (Kafka's ``Resource.CLUSTER_NAME``)
@@ -94,18 +95,25 @@ def _name(enum: type[IntEnum], code: int) -> str:
         return "UNKNOWN"
 
 
-def has_unknown_code(entry: AclEntry) -> bool:
-    """A creation Kafka cannot even parse (a code 0, UNKNOWN): its broker closes the connection."""
+def has_unknown_code(entry: AclEntry | AclFilter) -> bool:
+    """A creation or filter Kafka cannot even parse (a code 0, UNKNOWN; any other code it does not know parses
+    as UNKNOWN and is answered): its broker closes the connection."""
     return 0 in (entry.resource_type, entry.pattern_type, entry.operation, entry.permission_type)
+
+
+def is_filter_only(entry: AclEntry) -> bool:
+    """A creation holding a filter-only value (ANY, MATCH): Kafka cannot build its AclBinding, and the whole
+    CreateAcls request fails (every creation UNKNOWN_SERVER_ERROR, nothing stored)."""
+    return entry.resource_type == ResourceType.ANY or entry.pattern_type in (PatternType.ANY, PatternType.MATCH) \
+        or entry.operation == AclOperation.ANY or entry.permission_type == AclPermissionType.ANY
 
 
 def create_error(entry: AclEntry) -> tuple[int, str | None] | None:
     """Why Kafka refuses to create ``entry`` (error code and message), None when it is valid: a filter-only
-    value (ANY, MATCH) fails building Kafka's AclBinding (UNKNOWN_SERVER_ERROR, no message); then the broker's
-    checks (``AclApis.handleCreateAcls``), the principal's form and the controller's (``validateNewAcl``),
-    INVALID_REQUEST with Kafka's messages."""
-    if entry.resource_type == ResourceType.ANY or entry.pattern_type in (PatternType.ANY, PatternType.MATCH) \
-            or entry.operation == AclOperation.ANY or entry.permission_type == AclPermissionType.ANY:
+    value (ANY, MATCH) fails building Kafka's AclBinding (UNKNOWN_SERVER_ERROR, no message: :func:`is_filter_only`
+    fails the whole request); then the broker's checks (``AclApis.handleCreateAcls``) and the controller's
+    (``validateNewAcl``: the codes, then the principal's form), INVALID_REQUEST with Kafka's messages."""
+    if is_filter_only(entry):
         return ErrorCode.UNKNOWN_SERVER_ERROR, None
     problem = _create_problem(entry)
     return None if problem is None else (ErrorCode.INVALID_REQUEST, problem)
@@ -116,9 +124,6 @@ def _create_problem(entry: AclEntry) -> str | None:
         return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
     if entry.resource_name == "":
         return "Invalid empty resource name"
-    if ":" not in entry.principal:
-        return (f"Could not parse principal from `{entry.principal}` (no colon is present separating the "
-                f"principal type from the principal name)")
     if entry.resource_type not in _CONCRETE_RESOURCE_TYPES:
         return f"Invalid resourceType {_name(ResourceType, entry.resource_type)}"
     if entry.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
@@ -127,6 +132,9 @@ def _create_problem(entry: AclEntry) -> str | None:
         return f"Invalid operation {_name(AclOperation, entry.operation)}"
     if entry.permission_type not in (AclPermissionType.DENY, AclPermissionType.ALLOW):
         return f"Invalid permissionType {_name(AclPermissionType, entry.permission_type)}"
+    if ":" not in entry.principal:
+        return (f"Could not parse principal from `{entry.principal}` (no colon is present separating the "
+                f"principal type from the principal name)")
     return None
 
 
@@ -186,9 +194,10 @@ class AclFilter:
 
 
 def filter_error(f: AclFilter) -> str | None:
-    """Why Kafka refuses a DescribeAcls/DeleteAcls filter, None when it is usable: a code it does not know, or
-    UNKNOWN (Kafka's ``AclBindingFilter.isUnknown``). Kafka's broker fails to parse such a request and closes
-    the connection; its controller answers INVALID_REQUEST with this message."""
+    """Why Kafka's controller refuses a DeleteAcls filter (INVALID_REQUEST with this message), None when it is
+    usable: a code it does not know, parsed as UNKNOWN (Kafka's ``AclBindingFilter.isUnknown``; a code 0 itself
+    makes Kafka's broker close the connection: :func:`has_unknown_code`). DescribeAcls answers such a filter
+    with no ACLs: it matches none."""
     if f.resource_type not in _KNOWN_RESOURCE_TYPES or f.resource_type == ResourceType.UNKNOWN \
             or f.pattern_type not in _KNOWN_PATTERN_TYPES or f.pattern_type == PatternType.UNKNOWN:
         return "Unknown patternFilter."

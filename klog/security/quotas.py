@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import ipaddress
 import math
-from collections.abc import Mapping
+import socket
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = ["CLIENT_ID", "DEFAULT_WINDOW_NUM", "DEFAULT_WINDOW_SIZE_MS", "IP", "IP_QUOTA_KEYS",
            "USER", "USER_CLIENT_QUOTA_KEYS", "MutationQuota", "MutationQuotaManager", "QuotaManager", "Rate",
            "TokenBucket", "quota_keys", "resolve_quota",
-           "unknown_entity_type", "validate_entity", "validate_value"]
+           "java_hash_map_order", "validate_entity", "validate_value"]
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 
@@ -44,28 +45,53 @@ _MAX = {"short": 2 ** 15 - 1, "int": 2 ** 31 - 1, "long": 2 ** 63 - 1}
 
 
 def validate_entity(entity: Mapping[str, str | None]) -> str | None:
-    """Kafka's ClientQuotaControlManager.validateEntity: an error message (INVALID_REQUEST), or None. Unknown
-    entity types are :func:`unknown_entity_type`'s (UNSUPPORTED_VERSION)."""
+    """Kafka's ClientQuotaControlManager.validateEntity, then its IP check: an error message (INVALID_REQUEST),
+    or None. ``entity`` in Kafka's map order (:func:`java_hash_map_order`): the first type it does not handle or
+    empty name in that order is the one named."""
     if not entity:
         return "Invalid empty client quota entity"
     for entity_type, name in entity.items():
-        if entity_type == IP and name is not None and not _valid_ip(name):
-            return f"{name} is not a valid IP or resolvable host."
+        if entity_type not in (USER, CLIENT_ID, IP):
+            return f"Unhandled client quota entity type: {entity_type}"
         if name is not None and name == "":
             return f"Empty {entity_type} not supported"
+    name = entity.get(IP)
+    if name is not None and not _valid_ip(name):
+        return f"{name} is not a valid IP or resolvable host."
     return None
 
 
-def unknown_entity_type(entity: Mapping[str, str | None]) -> str | None:
-    """The first entity type Kafka does not handle, or None."""
-    return next((t for t in entity if t not in (USER, CLIENT_ID, IP)), None)
+def java_hash_map_order(keys: Iterable[str], initial_capacity: int = 16) -> list[str]:
+    """``keys`` in the iteration order of a Java ``HashMap(initial_capacity)`` they were put in (bucket by
+    String.hashCode spread, then insertion order): the order of Kafka's answers and checks built from such a
+    map (AlterClientQuotasRequest.entries() sizes its entity maps by the request's entity list)."""
+    items = list(dict.fromkeys(keys))
+    capacity = 1
+    while capacity < initial_capacity:
+        capacity *= 2
+    for size in range(1, len(items) + 1):   # HashMap.putVal: resize once the size passes 3/4 of the table
+        if size > int(capacity * 0.75):
+            capacity *= 2
+
+    def bucket(key: str) -> int:
+        h = 0
+        units = key.encode("utf-16-be")
+        for i in range(0, len(units), 2):
+            h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(items, key=bucket)   # stable: insertion order within a bucket
 
 
 def _valid_ip(name: str) -> bool:
+    """An IP address or a name that resolves (Kafka's ``InetAddress.getByName``)."""
     try:
         ipaddress.ip_address(name)
     except ValueError:
-        return False
+        try:
+            socket.getaddrinfo(name, None)
+        except (OSError, UnicodeError):
+            return False
     return True
 
 
@@ -74,7 +100,8 @@ def quota_keys(entity: Mapping[str, str | None]) -> tuple[Mapping[str, str] | No
     has_user, has_client, has_ip = USER in entity, CLIENT_ID in entity, IP in entity
     if has_ip:
         if has_user or has_client:
-            return None, "Invalid quota entity combination, IP entity should not be combined with User or ClientId"
+            return None, ("Invalid quota entity combination, IP entity shouldnot be combined with "   # sic, Kafka's
+                          "User or ClientId")
         return IP_QUOTA_KEYS, None
     if has_user or has_client:
         return USER_CLIENT_QUOTA_KEYS, None
@@ -90,7 +117,7 @@ def validate_value(keys: Mapping[str, str], key: str, value: float) -> str | Non
         return f"Quota {key} must be greater than 0"
     if config_type == "double":
         return None
-    if value > _MAX[config_type]:
+    if value > float(_MAX[config_type]):   # as Kafka's: compared as doubles (2^63 - 1 is 2^63)
         return f"Proposed value for {key} is too large for a {config_type.upper()}."
     if abs(value % 1.0) > 1e-10:
         return f"{key} cannot be a fractional value."

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from klog.testing.process import BrokerProcess
 
 __all__ = ["apache_kafka", "answers_api_versions", "Bootstrap", "find_kafka_libs", "free_port", "KafkaCluster",
-           "KafkaStartError", "one_broker", "one_broker_node", "read_properties"]
+           "KafkaStartError", "one_broker", "one_broker_node", "read_properties", "sasl_plain_authorizer_properties"]
 
 #: How long a freshly formatted single-node broker may take to answer ApiVersions on a loaded 2-core machine.
 STARTUP_TIMEOUT_S = 120.0
@@ -281,6 +281,22 @@ def one_broker(kind: str, root: str | os.PathLike[str], properties: Mapping[str,
     with one_broker_node(kind, root, properties, heap=heap, extra_listeners=extra_listeners,
                          jvm_options=jvm_options) as (bootstrap, _node):
         yield bootstrap
+
+
+def sasl_plain_authorizer_properties(users: Mapping[str, str]) -> dict[str, object]:
+    """Properties (Kafka's names) of a broker with a SASL_PLAINTEXT listener taking PLAIN logins of ``users``
+    (name -> password; ``admin`` among them), Kafka's StandardAuthorizer and the super users ``User:admin`` and
+    ``User:ANONYMOUS`` (the brokers' own PLAINTEXT listeners, inter-broker and controller): for
+    :func:`one_broker` with ``extra_listeners=["SASL_PLAINTEXT://127.0.0.1:PORT"]``."""
+    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" "
+            f'password="{users["admin"]}" ' + " ".join(f'user_{u}="{p}"' for u, p in users.items()) + ";")
+    return {
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin;User:ANONYMOUS",
+    }
 
 
 @contextlib.contextmanager

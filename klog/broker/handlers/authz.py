@@ -13,7 +13,7 @@ from klog.broker.handlers import CloseConnection
 from klog.controller import authorize
 from klog.controller.acls import entry_of, filter_of
 from klog.controller.authorize import ConfigResource, ControllerRequest, Requester
-from klog.security.acl import CLUSTER_NAME, AclOperation, ResourceType, filter_error, has_unknown_code
+from klog.security.acl import CLUSTER_NAME, AclOperation, ResourceType, has_unknown_code
 from klog.security.authorizer import SUPPORTED_OPERATIONS
 
 if TYPE_CHECKING:
@@ -97,18 +97,17 @@ def config_denial(broker: HandlerBroker, ctx: RequestContext, resource: ConfigRe
 def refuse_unparsable(api_key: int, ctx: RequestContext,
                       request: DescribeAclsRequest | CreateAclsRequest | DeleteAclsRequest) -> None:
     """Kafka's broker cannot parse an ACL request (DescribeAcls 29, CreateAcls 30, DeleteAcls 31) holding
-    UNKNOWN (0) codes, or filters of codes it does not know, and closes the connection: klog does the same
+    UNKNOWN (0) codes and closes the connection (other codes it does not know are answered): klog does the same
     (CloseConnection), with a log line saying why, before authorizing or forwarding it."""
-    problems: list[str | None] = []
+    unknown: list[bool] = []
     if api_key == 29:
-        problems = [filter_error(filter_of(cast("DescribeAclsRequest", request)))]
+        unknown = [has_unknown_code(filter_of(cast("DescribeAclsRequest", request)))]
     elif api_key == 30:
-        problems = ["a creation holds an UNKNOWN (0) code" if has_unknown_code(entry_of(c)) else None
-                    for c in cast("CreateAclsRequest", request).creations]
+        unknown = [has_unknown_code(entry_of(c)) for c in cast("CreateAclsRequest", request).creations]
     elif api_key == 31:
-        problems = [filter_error(filter_of(f)) for f in cast("DeleteAclsRequest", request).filters]
-    problem = next((p for p in problems if p is not None), None)
-    if problem is not None:
+        unknown = [has_unknown_code(filter_of(f)) for f in cast("DeleteAclsRequest", request).filters]
+    if any(unknown):
+        problem = "an ACL creation or filter holds an UNKNOWN (0) code"
         log.info("closing connection %d from %s: ACL request (api key %d) refused (%s), as Kafka does",
                  ctx.connection_id, ctx.client_host, api_key, problem)
         raise CloseConnection(problem)
