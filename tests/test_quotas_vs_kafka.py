@@ -219,6 +219,23 @@ def test_klog_quotas_command_and_admin_client(server):
         admin.close()
 
 
+def test_the_admin_client_names_the_refused_entity_whatever_order_kafka_answers_in(server):
+    """Kafka answers AlterClientQuotas in its hash map's order, not the request's: klog's AdminClient paired each
+    result with the request entry at its position, so a refusal could name another entity (on Kafka: every one of
+    these cases named a wrong user before 2026-12-07). It reads the entity each result names."""
+    users = [f"order-{i}-{uuid.uuid4().hex[:6]}" for i in range(8)]
+    admin = KlogAdmin(server)
+    try:
+        for bad in users:
+            alterations = [({"user": u}, {"no_such_rate" if u == bad else "consumer_byte_rate": 1024}) for u in users]
+            with pytest.raises(Exception, match="Invalid configuration key") as refused:
+                admin.alter_client_quotas(alterations, validate_only=True)
+            named = [u for u in users if f"'{u}'" in str(refused.value)]
+            assert named == [bad], (bad, str(refused.value))
+    finally:
+        admin.close()
+
+
 def _until(get, ok, timeout=10.0):
     """``get()`` once ``ok`` of it (a broker applies the controller's records a moment after they commit)."""
     deadline = time.monotonic() + timeout

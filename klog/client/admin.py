@@ -931,8 +931,9 @@ class AsyncAdminClient:
                                for k, v in ops.items()]) for entity, ops in items]
         resp = await self._any_request(ApiKey.ALTER_CLIENT_QUOTAS,
                                        Struct(entries=entries, validate_only=validate_only), self._t(timeout))
-        errors = [(str(dict(entity)), for_code(r.error_code, r.error_message))
-                  for (entity, _), r in zip(items, resp.entries) if r.error_code]
+        # each result names its entity: Kafka answers in its own (hash map) order, not the request's
+        errors = [(str({e.entity_type: e.entity_name for e in r.entity}), for_code(r.error_code, r.error_message))
+                  for r in resp.entries if r.error_code]
         _raise_collected(errors, "alter_client_quotas")
 
     # ------------------------------------------------------------------ SCRAM credentials
