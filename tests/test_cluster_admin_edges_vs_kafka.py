@@ -226,3 +226,41 @@ def test_describe_producers_of_an_unknown_topic_says_the_server_does_not_host_it
                 for t in answer.topics] == [
             (unknown, [(0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")]),
             (topic, [(9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)])]
+
+
+def test_metadata_answers_a_topic_named_twice_once_and_flags_an_unknown_internal_name_as_internal(
+        bootstrap: str) -> None:
+    """Kafka reads Metadata's topic names into a set (klog answered a topic named twice twice), and an error entry
+    of an internal topic's name is flagged internal (klog: not)."""
+    with Wire(bootstrap) as wire:
+        topic = wire.topic_with_records()
+        answer = wire.request(ApiKey.METADATA, 12, {"allow_auto_topic_creation": False,
+                                                    "include_topic_authorized_operations": False, "topics": [
+            {"name": n, "topic_id": uuid.UUID(int=0)} for n in (topic, topic, "__transaction_state")]})
+        assert sorted((t.name, t.error_code, t.is_internal) for t in answer.topics) == sorted([
+            (topic, ErrorCode.NONE, False), ("__transaction_state", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, True)])
+
+
+def test_create_partitions_naming_a_topic_twice_answers_it_once(bootstrap: str) -> None:
+    """Kafka's ControllerApis answers a duplicate name once, "Duplicate topic name." (klog: once per entry)."""
+    with Wire(bootstrap) as wire:
+        topic = wire.topic_with_records()
+        answer = wire.request(ApiKey.CREATE_PARTITIONS, 3, {"timeout_ms": 10000, "validate_only": True, "topics": [
+            {"name": topic, "count": 3, "assignments": None}, {"name": topic, "count": 4, "assignments": None}]})
+        assert [(r.name, r.error_code, r.error_message) for r in answer.results] == [
+            (topic, ErrorCode.INVALID_REQUEST, "Duplicate topic name.")]
+
+
+def test_find_coordinator_of_an_unknown_key_type_is_refused_in_kafkas_words(bootstrap: str) -> None:
+    """INVALID_REQUEST with the error's default message, in v3 and per key in v4+; the share key type while share
+    groups are not enabled (the default of both) with an empty one (klog: "Unsupported coordinator key type 9")."""
+    default = ("This most likely occurs because of a request being malformed by the client library or the message "
+               "was sent to an incompatible broker. See the broker logs for more details.")
+    with Wire(bootstrap) as wire:
+        old = wire.request(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 9})
+        assert (old.error_code, old.error_message, old.node_id) == (ErrorCode.INVALID_REQUEST, default, -1)
+        batched = wire.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 9, "coordinator_keys": ["g", "h"]})
+        assert [(c.key, c.error_code, c.error_message, c.node_id) for c in batched.coordinators] == [
+            ("g", ErrorCode.INVALID_REQUEST, default, -1), ("h", ErrorCode.INVALID_REQUEST, default, -1)]
+        share = wire.request(ApiKey.FIND_COORDINATOR, 6, {"key_type": 2, "coordinator_keys": ["g:x:0"]})
+        assert [(c.error_code, c.error_message) for c in share.coordinators] == [(ErrorCode.INVALID_REQUEST, "")]

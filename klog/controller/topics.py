@@ -454,11 +454,15 @@ class TopicControlManager:
         records: list[MetadataRecord] = []
         results: list[CreatePartitionsResponseTopicResult] = []
         partitions_in_cluster = _partition_count(image)
+        answered_duplicates: set[str] = set()
         for item in request.topics:
+            if item.name in answered_duplicates:
+                continue   # a name given twice is answered once, as Kafka's ControllerApis.createPartitions
             result: CreatePartitionsResponseTopicResult = {"name": item.name, "error_code": ErrorCode.NONE,
                                                            "error_message": None}
             results.append(result)
             if counts[item.name] > 1:
+                answered_duplicates.add(item.name)
                 result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
                                "error_message": "Duplicate topic name."})
                 continue

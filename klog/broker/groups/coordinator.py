@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 from klog.broker.coordinator.runtime import CoordinatorRuntime
 from klog.broker.coordinator.timer import Clock
 from klog.protocol import Struct
+from klog.protocol.errors import error_info
 
 from . import records as R
 from .classic import ClassicGroupManager
@@ -331,9 +332,9 @@ class GroupCoordinator:
         for key in keys:
             code: int
             msg: str | None
-            if runtime is None:
-                code, msg, found = (ErrorCode.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}",
-                                    (-1, "", -1))
+            if runtime is None:   # Kafka's words: the error's default one; none for share groups not enabled
+                code, msg, found = (ErrorCode.INVALID_REQUEST, "" if key_type == KEY_TYPE_SHARE else error_info(
+                    ErrorCode.INVALID_REQUEST).message, (-1, "", -1))
             else:
                 code, msg, found = await runtime.coordinator_for(key, listener)
             results.append(Struct(key=key, node_id=found[0], host=found[1], port=found[2], error_code=int(code),

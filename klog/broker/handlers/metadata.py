@@ -76,7 +76,8 @@ def topic_entry(broker: HandlerBroker, ctx: RequestContext | None, name: str, in
 
 
 def _error_entry(name: str | None, code: int) -> MetadataResponseTopic:
-    return {"error_code": code, "name": name, "is_internal": False, "partitions": [],
+    """(Kafka flags an internal topic's name as internal in an error answer too.)"""
+    return {"error_code": code, "name": name, "is_internal": name is not None and is_internal(name), "partitions": [],
             "topic_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED}
 
 
@@ -117,8 +118,13 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Metadat
     else:
         allow_create = broker.config["auto.create.topics.enable"] and (
             version < 4 or bool(getattr(request, "allow_auto_topic_creation", True)))
+        named: set[str] = set()
         for item in requested:
             name = item.name
+            if name is not None:   # Kafka answers a topic named twice once (it reads the names into a set)
+                if name in named:
+                    continue
+                named.add(name)
             if name is None:
                 # v10+ may ask by topic id; an id the principal may not describe is unknown (its name stays hidden)
                 topic_id = item.topic_id
