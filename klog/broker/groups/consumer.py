@@ -343,7 +343,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
                 raise invalid("TopicPartitions must be empty when (re-)joining.")
             regex = getattr(request, "subscribed_topic_regex", None) if api_version >= 1 else None
             if request.subscribed_topic_names is None and regex is None:
-                raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+                raise invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if not request.member_id:
                 raise invalid("MemberId can't be empty.")
@@ -359,6 +359,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         if regex is not None:
             try:
                 re.compile(regex)
+                re2j_refusal(regex)
             except re.error as e:
                 raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
                                  f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.") from None
@@ -367,8 +368,8 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         group = self.groups.get(group_id)
         if group is None:
             if not create:
-                # Kafka 4.x: a member of a group that no longer exists must rejoin.
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.")
+                # Kafka 4.3 (consumerGroupHeartbeat's consumerGroup lookup): GROUP_ID_NOT_FOUND
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
             group = ConsumerGroup(group_id)
             self.groups[group_id] = group
             return group
@@ -383,10 +384,13 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
             group = ConsumerGroup(group_id)
             self.groups[group_id] = group
             return group
-        if create and self.migration is not None and self.migration.can_upgrade(group, self.max_size):
-            # A consumer-protocol member joins a classic group with members: Kafka converts it online.
-            return self.migration.upgrade(self, group, records)
-        raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        refusal = f"Group {group_id} is not a consumer group."
+        if create and self.migration is not None:
+            refusal = self.migration.upgrade_refusal(group, self.max_size) or ""
+            if not refusal:
+                # A consumer-protocol member joins a classic group with members: Kafka converts it online.
+                return self.migration.upgrade(self, group, records)
+        raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, refusal)
 
     def _heartbeat(self, request: Any, client_id: str, client_host: str) -> Struct:
         records: list[tuple[bytes, bytes | None]] = []
@@ -451,13 +455,11 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
             if create:
                 if existing is None:
                     member = group.members.get(member_id) or ConsumerMember(member_id)
-                elif existing.member_id == member_id and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                    member = existing  # the same incarnation re-joining (e.g. after a fenced epoch)
-                    member = copy.deepcopy(member)
-                    member.member_epoch = 0
-                    member.previous_member_epoch = 0
                 else:
-                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    # Kafka 4.3 (getOrMaybeSubscribeStaticConsumerGroupMember): a consumer-protocol static member
+                    # replaces another only once it left (epoch -2), even under its own member id; a classic one
+                    # at once
+                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and not existing.uses_classic_protocol:
                         raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
                                          f"Static member {member_id} with instance id {request.instance_id} cannot "
                                          f"join the group because the instance id is owned by {existing.member_id}.")
@@ -542,10 +544,11 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         if replaced is not None:
             old_target = group.target.get(replaced.member_id, {})
             group.remove_member(replaced.member_id)
-            key = {"group_id": group.group_id, "member_id": replaced.member_id}
-            records.append(R.consumer_group_record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None))
-            records.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None))
-            records.append(R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA, key, None))
+            if replaced.member_id != updated.member_id:   # (under its own id: the records above rewrite it)
+                key = {"group_id": group.group_id, "member_id": replaced.member_id}
+                records.append(R.consumer_group_record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None))
+                records.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None))
+                records.append(R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA, key, None))
             timers.append(functools.partial(self.cancel_timers, group, replaced.member_id))
             group.target[updated.member_id] = _copy_parts(old_target)
         prior = group.members.get(updated.member_id)
@@ -782,7 +785,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
     def describe(self, group_id: str, api_version: int) -> Struct:
         group = self.groups.get(group_id)
         if not group_id:
-            return _described_error(group_id, ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
+            return _described_error(group_id, ErrorCode.INVALID_GROUP_ID, None)   # Kafka sets no message
         if group is None:
             return _described_error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if not isinstance(group, ConsumerGroup):
@@ -797,7 +800,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         members = [Struct(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
                           member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
                           subscribed_topic_names=list(m.subscribed_topic_names),
-                          subscribed_topic_regex=m.subscribed_topic_regex, assignment=assignment(m.assigned),
+                          subscribed_topic_regex=m.subscribed_topic_regex or "", assignment=assignment(m.assigned),
                           target_assignment=assignment(group.target.get(m.member_id, {})),
                           member_type=MEMBER_TYPE_CLASSIC if m.uses_classic_protocol else MEMBER_TYPE_CONSUMER)
                    for m in group.members.values()]
@@ -854,6 +857,33 @@ def classic_sync_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("classic-sync", group_id, member_id)
 
 
+def re2j_refusal(regex: str) -> None:
+    """Raises re.error for the constructs Python's re accepts and RE2J (the syntax Kafka compiles a subscription's
+    regex with: Pattern.compile of com.google.re2j) refuses: lookarounds, atomic groups, conditionals, comments,
+    backreferences, possessive quantifiers and \\Z."""
+    i, n, in_class = 0, len(regex), False
+    while i < n:
+        c = regex[i]
+        if c == "\\" and i + 1 < n:
+            d, after = regex[i + 1], regex[i + 2:i + 3]
+            if d in "89" or (d in "1234567" and not (after and after in "01234567")) or (d == "Z" and not in_class):
+                raise re.error("invalid escape sequence")
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            i += 1 + regex.startswith("^", i + 1)
+            i += regex.startswith("]", i)   # a ']' first in a class is a literal
+            continue
+        elif regex.startswith(("(?=", "(?!", "(?<=", "(?<!", "(?>", "(?(", "(?#"), i):
+            raise re.error("invalid or unsupported Perl syntax")
+        elif c in "*+?}" and regex.startswith("+", i + 1):
+            raise re.error("bad repetition operator")
+        i += 1
+
+
 def _regex_change_bumps(regex: str | None, others: list[ConsumerMember], catalog: TopicCatalog) -> bool:
     """Whether a member's new regex bumps the group epoch (Kafka 4.3.1's maybeUpdateRegularExpressions and
     handleRegularExpressionsResult): a regex removed or one another member already has does at once; a regex new to
@@ -886,7 +916,7 @@ def _leave_response(member_id: str, epoch: int) -> Struct:
                   member_epoch=epoch, heartbeat_interval_ms=0, assignment=None)
 
 
-def _described_error(group_id: str, code: int, message: str) -> Struct:
+def _described_error(group_id: str, code: int, message: str | None) -> Struct:
     return Struct(error_code=int(code), error_message=message, group_id=group_id, group_state="",
                   group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
                   authorized_operations=-2147483648)
