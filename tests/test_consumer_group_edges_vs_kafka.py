@@ -322,6 +322,10 @@ async def scenario_more(bootstrap: str, tag: str, out: list[Any] | None = None) 
     await ready(bootstrap, [g, st, cl, tx], {"dt": 2, "du": 1})
     out = [] if out is None else out
     async with Conn(bootstrap) as a, Conn(bootstrap) as b, Conn(bootstrap) as admin:
+        r = await admin.call(METADATA, 12, {"topics": [{"topic_id": NO_ID, "name": "du"}],
+                                            "allow_auto_topic_creation": False,
+                                            "include_topic_authorized_operations": False})
+        ids = {t.name: t.topic_id for t in r.topics}
         m1 = str(uuid.uuid4())
         for label, body in (
                 ("empty-regex-names-null", hb(g + "-x", m1, 0, subscribed_topic_names=None,
@@ -331,6 +335,21 @@ async def scenario_more(bootstrap: str, tag: str, out: list[Any] | None = None) 
             out.append((label, r.error_code, r.error_message))
             if r.error_code == 0:
                 await a.call(CGH, 1, hb(body["group_id"], m1, -1))
+        # regexes RE2J and Python's re judge differently (which RE2J refuses: klog refuses them as well)
+        for n, regex in enumerate(("(?>d)t", "dt++", "d{1}+t", "dt\\Z", "(?#c)dt", "d\\164", "(?P<n>d)t", "(?i)DT",
+                                   "[\\1]t", "[]d]t", "d[^]]", "\\8t", "\\Qdt\\E", "[[:alpha:]]+", "d\\z")):
+            r = await a.call(CGH, 1, hb(f"{g}-rx{n}", m1, 0, subscribed_topic_names=None, subscribed_topic_regex=regex))
+            out.append(("regex", regex, r.error_code))
+            if r.error_code == 0:
+                await a.call(CGH, 1, hb(f"{g}-rx{n}", m1, -1))
+        # RE2J's quoting matches the quoted name
+        r = await a.call(CGH, 1, hb(g + "-q", m1, 0, subscribed_topic_names=None, subscribed_topic_regex="\\Qd\\Eu"))
+        while r.error_code == 0 and not (r.assignment and r.assignment.topic_partitions):   # Kafka resolves
+            await asyncio.sleep(0.2)                                                          # regexes later
+            r = await a.call(CGH, 1, hb(g + "-q", m1, r.member_epoch))
+        out.append(("quoted-regex-assigned", r.error_code, r.assignment and [
+            (t.topic_id == ids["du"], sorted(t.partitions)) for t in r.assignment.topic_partitions]))
+        await a.call(CGH, 1, hb(g + "-q", m1, -1))
         r = await a.call(CGH, 1, hb(g, m1, 0))
         e1 = r.member_epoch
         out.append(("join", r.error_code))
@@ -592,13 +611,41 @@ KAFKA_ANSWERS: list[Any] = [
 KAFKA_MORE: list[Any] = [
     ('empty-regex-names-null', 0, None),
     ('names-and-regex', 0, None),
+    ('regex', '(?>d)t', 128),
+    ('regex', 'dt++', 128),
+    ('regex', 'd{1}+t', 128),
+    ('regex', 'dt\\Z', 128),
+    ('regex', '(?#c)dt', 128),
+    ('regex', 'd\\164', 0),
+    ('regex', '(?P<n>d)t', 0),
+    ('regex', '(?i)DT', 0),
+    ('regex', '[\\1]t', 128),
+    ('regex', '[]d]t', 0),
+    ('regex', 'd[^]]', 0),
+    ('regex', '\\8t', 128),
+    ('regex', '\\Qdt\\E', 0),
+    ('regex', '[[:alpha:]]+', 0),
+    ('regex', 'd\\z', 0),
+    ('quoted-regex-assigned', 0, [(True, [0])]),
     ('join', 0),
     ('invalid-regex-later', 128, None),
     ('unknown-assignor-later', 112, 'ServerAssignor sticky is not supported. Supported assignors: uniform, range.'),
     ('empty-names-later', 0, None),
     ('rebalance-timeout-later', 0, None),
     ('described', [('Assigning', [([], '')])]),
-    ('listed', [('mg-m', 'Assigning'), ('mg-m-x', 'Empty'), ('mg-m-y', 'Empty')]),
+    ('listed',
+     [('mg-m', 'Assigning'),
+      ('mg-m-q', 'Empty'),
+      ('mg-m-rx10', 'Empty'),
+      ('mg-m-rx12', 'Empty'),
+      ('mg-m-rx13', 'Empty'),
+      ('mg-m-rx14', 'Empty'),
+      ('mg-m-rx5', 'Empty'),
+      ('mg-m-rx6', 'Empty'),
+      ('mg-m-rx7', 'Empty'),
+      ('mg-m-rx9', 'Empty'),
+      ('mg-m-x', 'Empty'),
+      ('mg-m-y', 'Empty')]),
     ('static-join', 0),
     ('static-heartbeat-no-instance', 0, True),
     ('static-rejoin-same-member', 111, False),

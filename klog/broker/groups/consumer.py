@@ -358,8 +358,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         regex = getattr(request, "subscribed_topic_regex", None) if api_version >= 1 else None
         if regex is not None:
             try:
-                re.compile(regex)
-                re2j_refusal(regex)
+                re2j_pattern(regex)
             except re.error as e:
                 raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
                                  f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.") from None
@@ -597,14 +596,14 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         for m in members:
             names.update(m.subscribed_topic_names)
             if m.subscribed_topic_regex:
-                pattern = re.compile(m.subscribed_topic_regex)
+                pattern = re2j_pattern(m.subscribed_topic_regex)
                 names.update(n for n in catalog.by_name if pattern.fullmatch(n))   # internal topics too, as Kafka
         return {n: catalog.by_name[n] for n in sorted(names) if n in catalog.by_name}
 
     def _member_topics(self, member: ConsumerMember, group: ConsumerGroup) -> frozenset[uuid.UUID]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            pattern = re.compile(member.subscribed_topic_regex)
+            pattern = re2j_pattern(member.subscribed_topic_regex)
             names.update(n for n in group.subscription_metadata if pattern.fullmatch(n))
         return frozenset(group.subscription_metadata[n][0] for n in names if n in group.subscription_metadata)
 
@@ -857,10 +856,13 @@ def classic_sync_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("classic-sync", group_id, member_id)
 
 
-def re2j_refusal(regex: str) -> None:
-    """Raises re.error for the constructs Python's re accepts and RE2J (the syntax Kafka compiles a subscription's
-    regex with: Pattern.compile of com.google.re2j) refuses: lookarounds, atomic groups, conditionals, comments,
-    backreferences, possessive quantifiers and \\Z."""
+@functools.lru_cache(maxsize=256)
+def re2j_pattern(regex: str) -> re.Pattern[str]:
+    """A subscription's regex compiled with the syntax Kafka compiles it with (com.google.re2j's Pattern): raises
+    re.error for the constructs Python's re accepts and RE2J refuses (lookarounds, atomic groups, conditionals,
+    comments, backreferences, possessive quantifiers, \\Z), and reads RE2J's \\Q...\\E quoting and \\z as Python's
+    re would need them. (RE2J's Unicode classes, \\p{..}, are still refused.)"""
+    out: list[str] = []
     i, n, in_class = 0, len(regex), False
     while i < n:
         c = regex[i]
@@ -868,20 +870,30 @@ def re2j_refusal(regex: str) -> None:
             d, after = regex[i + 1], regex[i + 2:i + 3]
             if d in "89" or (d in "1234567" and not (after and after in "01234567")) or (d == "Z" and not in_class):
                 raise re.error("invalid escape sequence")
+            if d == "Q" and not in_class:
+                end = regex.find("\\E", i + 2)
+                out.append(re.escape(regex[i + 2:] if end < 0 else regex[i + 2:end]))
+                i = n if end < 0 else end + 2
+                continue
+            out.append("\\Z" if d == "z" and not in_class else regex[i:i + 2])
             i += 2
             continue
+        start = i
         if in_class:
             in_class = c != "]"
         elif c == "[":
             in_class = True
             i += 1 + regex.startswith("^", i + 1)
             i += regex.startswith("]", i)   # a ']' first in a class is a literal
+            out.append(regex[start:i])
             continue
         elif regex.startswith(("(?=", "(?!", "(?<=", "(?<!", "(?>", "(?(", "(?#"), i):
             raise re.error("invalid or unsupported Perl syntax")
         elif c in "*+?}" and regex.startswith("+", i + 1):
             raise re.error("bad repetition operator")
+        out.append(c)
         i += 1
+    return re.compile("".join(out))
 
 
 def _regex_change_bumps(regex: str | None, others: list[ConsumerMember], catalog: TopicCatalog) -> bool:
@@ -890,7 +902,7 @@ def _regex_change_bumps(regex: str | None, others: list[ConsumerMember], catalog
     the group only when its resolution finds a topic (Kafka resolves it just after the heartbeat, klog in it)."""
     if not regex or any(m.subscribed_topic_regex == regex for m in others):
         return True
-    pattern = re.compile(regex)
+    pattern = re2j_pattern(regex)
     return any(pattern.fullmatch(n) for n in catalog.by_name)
 
 
