@@ -70,6 +70,13 @@ async def _settled(ask: Callable[[], Awaitable[Any]], done: Callable[[Any], bool
     return answer
 
 
+def _named(message: str | None, **ids: str) -> str | None:
+    """An error message with the member ids in it replaced by their names (brokers or scripts make them)."""
+    for name, member_id in ids.items():
+        message = None if message is None else message.replace(member_id, name)
+    return message
+
+
 def _parts(tps: Any, names: dict[uuid.UUID, str]) -> list[Any]:
     return sorted((names.get(t.topic_id, "?"), sorted(t.partitions)) for t in tps)
 
@@ -270,7 +277,7 @@ async def scenario(bootstrap: str, tag: str, out: list[Any] | None = None) -> li
         es = r.member_epoch
         out.append(("static-join", r.error_code))
         r = await b.call(CGH, 1, hb(st, s2, 0, instance_id="i1"))
-        out.append(("static-conflict", r.error_code, r.member_epoch))
+        out.append(("static-conflict", r.error_code, r.member_epoch, _named(r.error_message, s1=s1, s2=s2)))
         r = await a.call(CGH, 1, hb(st, s1, es, instance_id="i2"))
         out.append(("static-other-instance", r.error_code))
         r = await a.call(CGH, 1, hb(st, s1, -2, instance_id="i2"))
@@ -290,7 +297,7 @@ async def scenario(bootstrap: str, tag: str, out: list[Any] | None = None) -> li
         out.append(("static-back-described", [(x.group_state, [(m.member_id == s2, m.instance_id)
                                                                for m in x.members]) for x in r.groups]))
         r = await a.call(CGH, 1, hb(st, s1, es, instance_id="i1"))
-        out.append(("replaced-static-heartbeat", r.error_code))
+        out.append(("replaced-static-heartbeat", r.error_code, _named(r.error_message, s1=s1, s2=s2)))
         r = await a.call(CGH, 1, hb(st, s1, -1, instance_id="i1"))
         out.append(("replaced-static-leave", r.error_code))
 
@@ -384,7 +391,7 @@ async def scenario_more(bootstrap: str, tag: str, out: list[Any] | None = None) 
         r = await a.call(CGH, 1, hb(st, s1, es))
         out.append(("static-heartbeat-no-instance", r.error_code, r.member_epoch == es))
         r = await a.call(CGH, 1, hb(st, s1, 0, instance_id="i1"))
-        out.append(("static-rejoin-same-member", r.error_code, r.member_epoch > 0))
+        out.append(("static-rejoin-same-member", r.error_code, r.member_epoch > 0, _named(r.error_message, s1=s1)))
         es = r.member_epoch if r.error_code == 0 else es
         r = await b.call(CGH, 1, hb(st, s2, 0))
         out.append(("dynamic-join", r.error_code))
@@ -471,12 +478,64 @@ async def scenario_more(bootstrap: str, tag: str, out: list[Any] | None = None) 
     return out
 
 
+@pytest.fixture(scope="module", params=["klog", "kafka"])
+def small(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A one-node klog or Apache Kafka cluster with PROPERTIES whose consumer groups hold one member."""
+    with cluster_of(request.param, tmp_path_factory.mktemp(f"cgroup-small-{request.param}"), 1,
+                    properties={**PROPERTIES, "group.consumer.max.size": 1}, heap="512m") as cluster:
+        cluster.wait_for_brokers()
+        yield cluster.bootstrap_servers
+
+
+async def scenario_full(bootstrap: str, tag: str, out: list[Any] | None = None) -> list[Any]:
+    """group.consumer.max.size 1: a second member, a static member's replacement, a classic group of two members
+    asked to become a consumer group."""
+    g, st, cl = f"full-{tag}", f"sfull-{tag}", f"cfull-{tag}"
+    await ready(bootstrap, [g, st, cl], {"dt": 2})
+    out = [] if out is None else out
+    async with Conn(bootstrap) as a, Conn(bootstrap) as b:
+        m1, m2 = str(uuid.uuid4()), str(uuid.uuid4())
+        r = await a.call(CGH, 1, hb(g, m1, 0))
+        e1 = r.member_epoch
+        out.append(("first", r.error_code))
+        r = await b.call(CGH, 1, hb(g, m2, 0))
+        out.append(("second", r.error_code, r.error_message))
+        r = await a.call(CGH, 1, hb(g, m1, e1))
+        out.append(("first-heartbeat", r.error_code))
+        r = await a.call(CGH, 1, hb(g, m1, 0))
+        out.append(("first-rejoins", r.error_code))
+        r = await a.call(CGH, 1, hb(st, m1, 0, instance_id="i1"))
+        out.append(("static", r.error_code))
+        r = await a.call(CGH, 1, hb(st, m1, -2, instance_id="i1"))
+        out.append(("static-leaves", r.error_code, r.member_epoch))
+        r = await b.call(CGH, 1, hb(st, m2, 0, instance_id="i1"))
+        out.append(("static-replacement", r.error_code, r.error_message))
+        r = await a.call(CGH, 1, hb(st, m1, 0, instance_id="i1"))
+        out.append(("static-back-own-id", r.error_code))
+        # a classic group of two members
+        r = await a.call(JOIN, 3, join(cl, ""))
+        c1 = r.member_id
+        parked = asyncio.ensure_future(b.call(JOIN, 3, join(cl, "")))
+        while (await a.call(12, 3, {"group_id": cl, "generation_id": r.generation_id, "member_id": c1,
+                                    "group_instance_id": None})).error_code == 0:
+            await asyncio.sleep(0.1)   # until the second JoinGroup started a rebalance
+        r1 = await a.call(JOIN, 3, join(cl, c1))
+        r2 = await parked
+        out.append(("classic-two", r1.error_code, r2.error_code, len(r1.members) + len(r2.members)))
+        r = await a.call(CGH, 1, hb(cl, str(uuid.uuid4()), 0))
+        out.append(("classic-too-big", r.error_code, r.error_message))
+    return out
+
 def test_consumer_group_edge_cases_answer_as_apache_kafkas(broker: str) -> None:
     assert_kafkas_answers(broker, scenario, "e", KAFKA_ANSWERS)
 
 
 def test_consumer_group_subscriptions_static_members_and_stable_offsets_answer_as_apache_kafkas(broker: str) -> None:
     assert_kafkas_answers(broker, scenario_more, "m", KAFKA_MORE)
+
+
+def test_a_full_consumer_group_answers_as_apache_kafkas(small: str) -> None:
+    assert_kafkas_answers(small, scenario_full, "f", KAFKA_FULL)
 
 
 # -- Apache Kafka 4.3's answers, step by step (recorded from its side of this test) -------------------------------
@@ -559,7 +618,8 @@ KAFKA_ANSWERS: list[Any] = [
     ('regex-described', [([], 'd[u]', [('du', [0])])]),
     ('offset-delete-regex-subscribed', 0, [86]),
     ('static-join', 0),
-    ('static-conflict', 111, 0),
+    ('static-conflict', 111, 0,
+     'Static member s2 with instance id i1 cannot join the group because the instance id is owned by s1 member.'),
     ('static-other-instance', 25),
     ('static-leave-other-instance', 25, 0),
     ('static-leave', 0, True, -2),
@@ -568,7 +628,7 @@ KAFKA_ANSWERS: list[Any] = [
     ('static-left-heartbeat', 110),
     ('static-back', 0, True),
     ('static-back-described', [('Stable', [(True, 'i1')])]),
-    ('replaced-static-heartbeat', 82),
+    ('replaced-static-heartbeat', 82, 'Static member s1 with instance id i1 was fenced by member s2.'),
     ('replaced-static-leave', 82),
     ('classic-connect-join', 0),
     ('cgh-classic-other-type', 69,
@@ -617,7 +677,8 @@ KAFKA_MORE: list[Any] = [
       ('mg-m-rx7', 'Empty'), ('mg-m-rx9', 'Empty'), ('mg-m-x', 'Empty'), ('mg-m-y', 'Empty')]),
     ('static-join', 0),
     ('static-heartbeat-no-instance', 0, True),
-    ('static-rejoin-same-member', 111, False),
+    ('static-rejoin-same-member', 111, False,
+     'Static member s1 with instance id i1 cannot join the group because the instance id is owned by s1 member.'),
     ('dynamic-join', 0),
     ('dynamic-gets-instance', 25),
     ('dynamic-static-leave', 25, 0),
@@ -638,4 +699,19 @@ KAFKA_MORE: list[Any] = [
     ('pending-fetch-all-stable', [(0, [])]),
     ('end-txn', 0),
     ('committed-fetch', [(0, [(0, 7, 0)])]),
+]
+
+KAFKA_FULL: list[Any] = [
+    ('first', 0),
+    ('second', 81, 'The consumer group has reached its maximum capacity of 1 members.'),
+    ('first-heartbeat', 0),
+    ('first-rejoins', 0),
+    ('static', 0),
+    ('static-leaves', 0, -2),
+    ('static-replacement', 81, 'The consumer group has reached its maximum capacity of 1 members.'),
+    ('static-back-own-id', 0),
+    ('classic-two', 0, 0, 2),
+    ('classic-too-big', 69,
+     'Cannot upgrade classic group cfull-f to consumer group because the group size exceeds the consumer group '
+     'maximum size.'),
 ]

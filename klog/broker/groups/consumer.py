@@ -461,7 +461,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
                     if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and not existing.uses_classic_protocol:
                         raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
                                          f"Static member {member_id} with instance id {request.instance_id} cannot "
-                                         f"join the group because the instance id is owned by {existing.member_id}.")
+                                         f"join the group because the instance id is owned by {existing.member_id} member.")
                     member = copy.deepcopy(existing)
                     member.member_id = member_id
                     member.member_epoch = 0
