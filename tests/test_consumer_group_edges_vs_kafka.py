@@ -39,13 +39,17 @@ DELETE, OFFSET_DELETE, CGH, CGD = 42, 47, 68, 69
 NO_ID = uuid.UUID(int=0)
 
 
+def _node(kind: str, tmp_path_factory: pytest.TempPathFactory, properties: dict[str, Any]) -> Iterator[str]:
+    """The bootstrap address of a one-node klog or Apache Kafka (``kind``) cluster with ``properties``."""
+    with cluster_of(kind, tmp_path_factory.mktemp(f"cgroup-{kind}"), 1, properties=properties, heap="512m") as node:
+        node.wait_for_brokers()
+        yield node.bootstrap_servers
+
+
 @pytest.fixture(scope="module", params=["klog", "kafka"])
 def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The bootstrap address of a one-node klog or Apache Kafka cluster with PROPERTIES."""
-    with cluster_of(request.param, tmp_path_factory.mktemp(f"cgroup-{request.param}"), 1, properties=PROPERTIES,
-                    heap="512m") as cluster:
-        cluster.wait_for_brokers()
-        yield cluster.bootstrap_servers
+    """A node with PROPERTIES."""
+    yield from _node(request.param, tmp_path_factory, PROPERTIES)
 
 
 def hb(group: str, member: str, epoch: int, **kw: Any) -> dict[str, Any]:
@@ -480,11 +484,8 @@ async def scenario_more(bootstrap: str, tag: str, out: list[Any] | None = None) 
 
 @pytest.fixture(scope="module", params=["klog", "kafka"])
 def small(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A one-node klog or Apache Kafka cluster with PROPERTIES whose consumer groups hold one member."""
-    with cluster_of(request.param, tmp_path_factory.mktemp(f"cgroup-small-{request.param}"), 1,
-                    properties={**PROPERTIES, "group.consumer.max.size": 1}, heap="512m") as cluster:
-        cluster.wait_for_brokers()
-        yield cluster.bootstrap_servers
+    """A node with PROPERTIES whose consumer groups hold one member."""
+    yield from _node(request.param, tmp_path_factory, {**PROPERTIES, "group.consumer.max.size": 1})
 
 
 async def scenario_full(bootstrap: str, tag: str, out: list[Any] | None = None) -> list[Any]:
