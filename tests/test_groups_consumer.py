@@ -112,7 +112,7 @@ async def test_epoch_and_member_errors_follow_kafka(env):
     r = await a.heartbeat(member_id="nobody", member_epoch=1)
     assert r.error_code == E.UNKNOWN_MEMBER_ID
     r = await a.heartbeat(group_id="none", member_epoch=1)
-    assert r.error_code == E.UNKNOWN_MEMBER_ID  # Kafka 4.x: rejoin (checked against Kafka in test_groups_vs_kafka)
+    assert r.error_code == E.GROUP_ID_NOT_FOUND  # as Kafka 4.3 (test_consumer_group_edges_vs_kafka)
     r = await Member(coord, "x").heartbeat(server_assignor="nope")
     assert r.error_code == E.UNSUPPORTED_ASSIGNOR
     r = await Member(coord, "x").heartbeat(subscribed_topic_names=None)

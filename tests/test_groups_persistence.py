@@ -137,6 +137,34 @@ async def test_groups_and_offsets_survive_a_coordinator_restart(tmp_path):
         await close(state, coord)
 
 
+async def test_a_static_member_back_under_its_own_member_id_survives_a_coordinator_restart(tmp_path):
+    # A static member that left (epoch -2) and joins again with the same member id replaces itself: its records
+    # must not end with the tombstones of the member it replaces (the same key), or a reload forgets it.
+    clock = FakeClock()
+    data = str(tmp_path / "data")
+    state, coord = await open_coordinator(data, clock)
+    member = str(uuid.uuid4())
+
+    async def beat(epoch: int, **kw):
+        return await Client(coord, "java").call(CGH, 1, group_id="sg", member_id=member, member_epoch=epoch,
+                                                instance_id="i1", **kw)
+
+    r = await beat(0, rebalance_timeout_ms=30000, subscribed_topic_names=["t"], topic_partitions=[])
+    assert r.error_code == 0
+    assert (await beat(-2)).member_epoch == -2
+    r = await beat(0, rebalance_timeout_ms=30000, subscribed_topic_names=["t"], topic_partitions=[])
+    assert r.error_code == 0 and r.member_epoch > 0
+    await close(state, coord)
+
+    state, coord = await open_coordinator(data, clock)
+    try:
+        d = await Client(coord).call(CGD, 0, group_ids=["sg"], include_authorized_operations=False)
+        assert [(m.member_id, m.instance_id, m.member_epoch) for m in d.groups[0].members] == [
+            (member, "i1", r.member_epoch)]
+    finally:
+        await close(state, coord)
+
+
 async def test_share_group_membership_survives_a_coordinator_restart(tmp_path):
     """ShareGroup* records (10-15): the group epoch, members, member epochs, assignments and share-partitions with
     state are replayed; members heartbeat on with their epochs (the previous one too); a left member stays gone."""

@@ -277,7 +277,7 @@ class TopicCatalog:
 class ProtocolMigration(Protocol):
     """Moves groups between the protocols (``migration.GroupMigration``, Kafka's online upgrade and downgrade)."""
 
-    def can_upgrade(self, group: Any, consumer_max_size: int) -> bool: ...
+    def upgrade_refusal(self, group: Any, consumer_max_size: int) -> str | None: ...
 
     def upgrade(self, consumer: ConsumerGroupManager, classic: Any, records: list) -> ConsumerGroup: ...
 
@@ -343,7 +343,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
                 raise invalid("TopicPartitions must be empty when (re-)joining.")
             regex = getattr(request, "subscribed_topic_regex", None) if api_version >= 1 else None
             if request.subscribed_topic_names is None and regex is None:
-                raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+                raise invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if not request.member_id:
                 raise invalid("MemberId can't be empty.")
@@ -358,7 +358,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         regex = getattr(request, "subscribed_topic_regex", None) if api_version >= 1 else None
         if regex is not None:
             try:
-                re.compile(regex)
+                re2j_pattern(regex)
             except re.error as e:
                 raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
                                  f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}.") from None
@@ -367,8 +367,8 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         group = self.groups.get(group_id)
         if group is None:
             if not create:
-                # Kafka 4.x: a member of a group that no longer exists must rejoin.
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.")
+                # Kafka 4.3 (consumerGroupHeartbeat's consumerGroup lookup): GROUP_ID_NOT_FOUND
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
             group = ConsumerGroup(group_id)
             self.groups[group_id] = group
             return group
@@ -383,10 +383,13 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
             group = ConsumerGroup(group_id)
             self.groups[group_id] = group
             return group
-        if create and self.migration is not None and self.migration.can_upgrade(group, self.max_size):
-            # A consumer-protocol member joins a classic group with members: Kafka converts it online.
-            return self.migration.upgrade(self, group, records)
-        raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        refusal = f"Group {group_id} is not a consumer group."
+        if create and self.migration is not None:
+            refusal = self.migration.upgrade_refusal(group, self.max_size) or ""
+            if not refusal:
+                # A consumer-protocol member joins a classic group with members: Kafka converts it online.
+                return self.migration.upgrade(self, group, records)
+        raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, refusal)
 
     def _heartbeat(self, request: Any, client_id: str, client_host: str) -> Struct:
         records: list[tuple[bytes, bytes | None]] = []
@@ -451,16 +454,14 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
             if create:
                 if existing is None:
                     member = group.members.get(member_id) or ConsumerMember(member_id)
-                elif existing.member_id == member_id and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                    member = existing  # the same incarnation re-joining (e.g. after a fenced epoch)
-                    member = copy.deepcopy(member)
-                    member.member_epoch = 0
-                    member.previous_member_epoch = 0
                 else:
-                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    # Kafka 4.3 (getOrMaybeSubscribeStaticConsumerGroupMember): a consumer-protocol static member
+                    # replaces another only once it left (epoch -2), even under its own member id; a classic one
+                    # at once
+                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and not existing.uses_classic_protocol:
                         raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
                                          f"Static member {member_id} with instance id {request.instance_id} cannot "
-                                         f"join the group because the instance id is owned by {existing.member_id}.")
+                                         f"join the group because the instance id is owned by {existing.member_id} member.")
                     member = copy.deepcopy(existing)
                     member.member_id = member_id
                     member.member_epoch = 0
@@ -542,10 +543,11 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         if replaced is not None:
             old_target = group.target.get(replaced.member_id, {})
             group.remove_member(replaced.member_id)
-            key = {"group_id": group.group_id, "member_id": replaced.member_id}
-            records.append(R.consumer_group_record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None))
-            records.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None))
-            records.append(R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA, key, None))
+            if replaced.member_id != updated.member_id:   # (under its own id: the records above rewrite it)
+                key = {"group_id": group.group_id, "member_id": replaced.member_id}
+                records.append(R.consumer_group_record(R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, key, None))
+                records.append(R.consumer_group_record(R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, key, None))
+                records.append(R.consumer_group_record(R.CONSUMER_GROUP_MEMBER_METADATA, key, None))
             timers.append(functools.partial(self.cancel_timers, group, replaced.member_id))
             group.target[updated.member_id] = _copy_parts(old_target)
         prior = group.members.get(updated.member_id)
@@ -594,14 +596,14 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         for m in members:
             names.update(m.subscribed_topic_names)
             if m.subscribed_topic_regex:
-                pattern = re.compile(m.subscribed_topic_regex)
+                pattern = re2j_pattern(m.subscribed_topic_regex)
                 names.update(n for n in catalog.by_name if pattern.fullmatch(n))   # internal topics too, as Kafka
         return {n: catalog.by_name[n] for n in sorted(names) if n in catalog.by_name}
 
     def _member_topics(self, member: ConsumerMember, group: ConsumerGroup) -> frozenset[uuid.UUID]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            pattern = re.compile(member.subscribed_topic_regex)
+            pattern = re2j_pattern(member.subscribed_topic_regex)
             names.update(n for n in group.subscription_metadata if pattern.fullmatch(n))
         return frozenset(group.subscription_metadata[n][0] for n in names if n in group.subscription_metadata)
 
@@ -782,7 +784,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
     def describe(self, group_id: str, api_version: int) -> Struct:
         group = self.groups.get(group_id)
         if not group_id:
-            return _described_error(group_id, ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
+            return _described_error(group_id, ErrorCode.INVALID_GROUP_ID, None)   # Kafka sets no message
         if group is None:
             return _described_error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if not isinstance(group, ConsumerGroup):
@@ -797,7 +799,7 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         members = [Struct(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
                           member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
                           subscribed_topic_names=list(m.subscribed_topic_names),
-                          subscribed_topic_regex=m.subscribed_topic_regex, assignment=assignment(m.assigned),
+                          subscribed_topic_regex=m.subscribed_topic_regex or "", assignment=assignment(m.assigned),
                           target_assignment=assignment(group.target.get(m.member_id, {})),
                           member_type=MEMBER_TYPE_CLASSIC if m.uses_classic_protocol else MEMBER_TYPE_CONSUMER)
                    for m in group.members.values()]
@@ -854,13 +856,53 @@ def classic_sync_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("classic-sync", group_id, member_id)
 
 
+@functools.lru_cache(maxsize=256)
+def re2j_pattern(regex: str) -> re.Pattern[str]:
+    """A subscription's regex compiled with the syntax Kafka compiles it with (com.google.re2j's Pattern): raises
+    re.error for the constructs Python's re accepts and RE2J refuses (lookarounds, atomic groups, conditionals,
+    comments, backreferences, possessive quantifiers, \\Z), and reads RE2J's \\Q...\\E quoting and \\z as Python's
+    re would need them. (RE2J's Unicode classes, \\p{..}, are still refused.)"""
+    out: list[str] = []
+    i, n, in_class = 0, len(regex), False
+    while i < n:
+        c = regex[i]
+        if c == "\\" and i + 1 < n:
+            d, after = regex[i + 1], regex[i + 2:i + 3]
+            if d in "89" or (d in "1234567" and not (after and after in "01234567")) or (d == "Z" and not in_class):
+                raise re.error("invalid escape sequence")
+            if d == "Q" and not in_class:
+                end = regex.find("\\E", i + 2)
+                out.append(re.escape(regex[i + 2:] if end < 0 else regex[i + 2:end]))
+                i = n if end < 0 else end + 2
+                continue
+            out.append("\\Z" if d == "z" and not in_class else regex[i:i + 2])
+            i += 2
+            continue
+        start = i
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            i += 1 + regex.startswith("^", i + 1)
+            i += regex.startswith("]", i)   # a ']' first in a class is a literal
+            out.append(regex[start:i])
+            continue
+        elif regex.startswith(("(?=", "(?!", "(?<=", "(?<!", "(?>", "(?(", "(?#"), i):
+            raise re.error("invalid or unsupported Perl syntax")
+        elif c in "*+?}" and regex.startswith("+", i + 1):
+            raise re.error("bad repetition operator")
+        out.append(c)
+        i += 1
+    return re.compile("".join(out))
+
+
 def _regex_change_bumps(regex: str | None, others: list[ConsumerMember], catalog: TopicCatalog) -> bool:
     """Whether a member's new regex bumps the group epoch (Kafka 4.3.1's maybeUpdateRegularExpressions and
     handleRegularExpressionsResult): a regex removed or one another member already has does at once; a regex new to
     the group only when its resolution finds a topic (Kafka resolves it just after the heartbeat, klog in it)."""
     if not regex or any(m.subscribed_topic_regex == regex for m in others):
         return True
-    pattern = re.compile(regex)
+    pattern = re2j_pattern(regex)
     return any(pattern.fullmatch(n) for n in catalog.by_name)
 
 
@@ -886,7 +928,7 @@ def _leave_response(member_id: str, epoch: int) -> Struct:
                   member_epoch=epoch, heartbeat_interval_ms=0, assignment=None)
 
 
-def _described_error(group_id: str, code: int, message: str) -> Struct:
+def _described_error(group_id: str, code: int, message: str | None) -> Struct:
     return Struct(error_code=int(code), error_message=message, group_id=group_id, group_state="",
                   group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
                   authorized_operations=-2147483648)

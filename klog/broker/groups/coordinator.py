@@ -857,7 +857,7 @@ class GroupCoordinator:
             if not isinstance(group, ClassicGroup) or group.is_in(ClassicGroupState.DEAD):
                 # Kafka 4.x (KIP-1043): GROUP_ID_NOT_FOUND from v6; older versions see a Dead group.
                 if v >= 6:
-                    kind = "not a classic group" if group is not None else "not found"
+                    kind = "is not a classic group" if group is not None else "not found"
                     out.append(_described(group_id, ErrorCode.GROUP_ID_NOT_FOUND, "Dead",
                                           error_message=f"Group {group_id} {kind}."))
                 else:

@@ -57,22 +57,26 @@ class GroupMigration:
         self.classic = classic
 
     # -- classic -> consumer ------------------------------------------------------------------------------------
-    def can_upgrade(self, group: Any, consumer_max_size: int) -> bool:
-        """Kafka's validateOnlineUpgrade."""
+    def upgrade_refusal(self, group: Any, consumer_max_size: int) -> str | None:
+        """Kafka's validateOnlineUpgrade: why ``group`` cannot become a consumer group (its GROUP_ID_NOT_FOUND
+        message), or None when it can."""
+        gid = getattr(group, "group_id", "")
         if not isinstance(group, ClassicGroup):
-            return False
+            return f"Group {gid} is not a consumer group."
         if not self.upgrade_enabled:
-            log.info("group %s: cannot upgrade to a consumer group: the online upgrade is disabled", group.group_id)
-            return False
+            log.info("group %s: cannot upgrade to a consumer group: the online upgrade is disabled", gid)
+            return f"Cannot upgrade classic group {gid} to consumer group because online upgrade is disabled."
         if not group.uses_consumer_protocol():
             log.info("group %s: cannot upgrade to a consumer group: it does not use the embedded consumer protocol",
-                     group.group_id)
-            return False
+                     gid)
+            return (f"Cannot upgrade classic group {gid} to consumer group because the group does not use the "
+                    f"consumer embedded protocol.")
         if len(group.members) > consumer_max_size:
             log.info("group %s: cannot upgrade to a consumer group: %d members exceed group.consumer.max.size",
-                     group.group_id, len(group.members))
-            return False
-        return True
+                     gid, len(group.members))
+            return (f"Cannot upgrade classic group {gid} to consumer group because the group size exceeds the "
+                    f"consumer group maximum size.")
+        return None
 
     def upgrade(self, consumer: ConsumerGroupManager, classic: ClassicGroup, records: list) -> ConsumerGroup:
         """Kafka's convertToConsumerGroup: the consumer group the classic ``classic`` becomes (installed in the
