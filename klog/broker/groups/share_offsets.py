@@ -100,8 +100,9 @@ class ShareOffsetsAdmin:
 
     async def _describe_group(self, asked: Any) -> Struct:
         group, code, message = self._group(asked.group_id)
-        # an unknown group has no share state: Kafka answers its offsets as it does a never-initialized group's
-        unknown = code == ErrorCode.GROUP_ID_NOT_FOUND and asked.group_id not in self.coordinator.groups
+        # an unknown group, or another type's, has no share state: Kafka answers its offsets as it does a
+        # never-initialized group's (not GROUP_ID_NOT_FOUND)
+        unknown = code == ErrorCode.GROUP_ID_NOT_FOUND
         if group is None and not unknown:
             return Struct(group_id=asked.group_id, topics=[], error_code=int(code), error_message=message)
         catalog = self.coordinator.topic_catalog()
