@@ -366,7 +366,8 @@ KAFKA_FETCH: list[Any] = [
 def test_admin_edges(broker: _Server) -> None:
     """ShareGroupDescribe, Describe/Alter/DeleteShareGroupOffsets of unknown groups and topics and of a group with a
     member, ListGroups' type and state filters, the consumer group APIs given a share group's id, DeleteGroups."""
-    topic, group, tid = _topic(broker)
+    topic, group, _ = _topic(broker)
+    other, _, _ = _topic(broker, records=0)
     with Wire(broker) as w:
         out: list[Any] = []
         d = w(SGD, 1, {"group_ids": ["no-such-group", ""], "include_authorized_operations": True}).groups
@@ -423,11 +424,21 @@ def test_admin_edges(broker: _Server) -> None:
         out.append(("alter-unknown-partition", r.error_code, sorted(
             (t.topic_name, [(p.partition_index, p.error_code, p.error_message) for p in t.partitions])
             for t in r.responses)))
+        r = w(ASGO, 0, {"group_id": group, "topics": [
+            {"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 1000}]}]})
+        out.append(("alter-past-the-end", r.error_code, [(p.partition_index, p.error_code)
+                                                         for t in r.responses for p in t.partitions]))
+        r = w(DSGO, 1, {"groups": [{"group_id": group, "topics": [{"topic_name": topic, "partitions": [0]}]}]})
+        out.append(("negative-lag", [(p.partition_index, p.start_offset, p.lag, p.error_code)
+                                     for g in r.groups for t in g.topics for p in t.partitions]))
+        r = w(DELSGO, 0, {"group_id": group, "topics": [{"topic_name": other}]})
+        out.append(("delete-offsets-no-state", r.error_code, [(t.topic_name, t.error_code, t.error_message)
+                                                              for t in r.responses]))
         r = w(ApiKey.DELETE_GROUPS, 2, {"groups_names": [group]})
         out.append(("delete-empty", [(g.group_id, g.error_code) for g in r.results]))
         d = w(SGD, 1, {"group_ids": [group], "include_authorized_operations": False}).groups[0]
         out.append(("describe-deleted", d.error_code, d.error_message))
-    _check(out, KAFKA_ADMIN, G=group, T=topic)
+    _check(out, KAFKA_ADMIN, G=group, T=topic, OTHER=other)
 
 
 #: Apache Kafka 4.3.1's answers
@@ -450,6 +461,9 @@ KAFKA_ADMIN: list[Any] = [
     ('offset-fetch', [(0, [])]),
     ('delete-offsets-unknown-topic', 0, [('no-such-topic', 3, 'This server does not host this topic-partition.')]),
     ('alter-unknown-partition', 0, [('T', [(9, 3, 'This server does not host this topic-partition.')])]),
+    ('alter-past-the-end', 0, [(0, 0)]),
+    ('negative-lag', [(0, 1000, -990, 0)]),
+    ('delete-offsets-no-state', 0, [('OTHER', 3, 'There is no offset information to delete.')]),
     ('delete-empty', [('G', 0)]),
     ('describe-deleted', 69, 'Group G not found.')]
 
