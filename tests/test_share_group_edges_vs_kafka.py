@@ -518,3 +518,41 @@ KAFKA_ACKNOWLEDGEMENTS: list[Any] = [
     ('none-taken', (0, [(0, 0)])),
     ('straddles-start', (0, [(0, 0)])),
     ('next', (0, [(0, 0)]))]
+
+
+def test_a_partition_named_twice_is_acknowledged_once_with_its_last_batches(broker: _Server) -> None:
+    """Kafka keys a ShareFetch's and a ShareAcknowledge's partitions in a map: a partition named twice (in one topic
+    entry or in two) is acknowledged with its last entry's batches and answered once; the first entry's records
+    stay acquired (acknowledged afterwards without error)."""
+    topic, group, tid = _topic(broker, records=30)
+    with Wire(broker) as w:
+        _joined(w, group, "m1", topic)
+        r, e = _fetch_until(w, lambda e: fetch(group, "m1", e, [(tid, 0, [])]), 0)
+        out: list[Any] = [("first", fetched(r))]
+        r = w(SFETCH, 1, fetch(group, "m1", e, [(tid, 0, [(4, 5, [1])]), (tid, 0, [(2, 3, [1])])]))
+        out.append(("fetch-names-it-twice", fetched(r)))
+        r = w(SACK, 1, ack(group, "m1", e + 1, [(tid, 0, [(4, 5, [1])])]))
+        out.append(("first-entry-still-acquired", acked(r)))
+        r = w(SACK, 1, ack(group, "m1", e + 2, [(tid, 0, [(8, 9, [1])]), (tid, 0, [(6, 7, [1])])]))
+        out.append(("acknowledge-names-it-twice", acked(r)))
+        r = w(SACK, 1, ack(group, "m1", e + 3, [(tid, 0, [(8, 9, [1])])]))
+        out.append(("its-first-entry-still-acquired", acked(r)))
+        r = w(SACK, 1, {"group_id": group, "member_id": "m1", "share_session_epoch": e + 4, "topics": [
+            {"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": offset, "last_offset": offset, "acknowledge_types": [1]}]}]} for offset in (11, 10)]})
+        out.append(("two-topic-entries", [(t.topic_id == tid, [(p.partition_index, p.error_code) for p in t.partitions])
+                                          for t in r.responses]))
+        r = w(SACK, 1, ack(group, "m1", e + 5, [(tid, 0, [(11, 11, [1])])]))
+        out.append(("the-first-topic-entrys-still-acquired", acked(r)))
+    _check(out, KAFKA_NAMED_TWICE, G=group, T=topic)
+
+
+#: Apache Kafka 4.3.1's answers
+KAFKA_NAMED_TWICE: list[Any] = [
+    ('first', (0, [(0, 0, 0, [(0, 29, 1)])])),
+    ('fetch-names-it-twice', (0, [])),
+    ('first-entry-still-acquired', (0, [(0, 0)])),
+    ('acknowledge-names-it-twice', (0, [(0, 0)])),
+    ('its-first-entry-still-acquired', (0, [(0, 0)])),
+    ('two-topic-entries', [(True, [(0, 0)])]),
+    ('the-first-topic-entrys-still-acquired', (0, [(0, 0)]))]

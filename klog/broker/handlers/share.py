@@ -449,6 +449,16 @@ def _acknowledge(broker: HandlerBroker, group_id: str, member_id: str, name: str
     return ErrorCode.NONE
 
 
+def _named_partitions(topics: Iterable[Any]) -> dict[uuid.UUID, dict[int, AckBatches]]:
+    """A ShareFetch's or ShareAcknowledge's partitions by topic id: the acknowledgement batches of each, from the
+    last entry naming it (a partition named twice is acknowledged and answered once, as Kafka keys them in a map)."""
+    out: dict[uuid.UUID, dict[int, AckBatches]] = {}
+    for t in topics:
+        for p in t.partitions:
+            out.setdefault(t.topic_id, {})[p.partition_index] = p.acknowledgement_batches
+    return out
+
+
 def _malformed(batches: AckBatches) -> bool:
     """Kafka's KafkaApis.validateAcknowledgementBatches: each batch's offsets in order and after the batch
     before's last one (the same offset may end one and start the next), and one acknowledge type, or one for each
@@ -520,21 +530,21 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
         for index in ft.partitions:
             if name is not None:
                 session.partitions.pop((name, index), None)
-    for t in request.topics:
-        name = topic_name(t.topic_id)
-        for p in t.partitions:
-            a = answer(t.topic_id, p.partition_index)
+    for topic_id, named in _named_partitions(request.topics).items():
+        name = topic_name(topic_id)
+        for index, batches in named.items():
+            a = answer(topic_id, index)
             if name is None:
                 a["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
-            if t.topic_id in refused:
+            if topic_id in refused:
                 a["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
-            if p.acknowledgement_batches:
-                a["acknowledge_error_code"] = _acknowledge(broker, group_id, member_id, name, p.partition_index,
-                                                           p.acknowledgement_batches, now, renew)
+            if batches:
+                a["acknowledge_error_code"] = _acknowledge(broker, group_id, member_id, name, index, batches, now,
+                                                           renew)
             if epoch != -1:
-                session.partitions[(name, p.partition_index)] = t.topic_id
+                session.partitions[(name, index)] = topic_id
     # the share-partitions this broker starts serving load after the acknowledgements, as Kafka's
     # KafkaApis acknowledges before it fetches: an acknowledgement of one not loaded yet is refused
     await _load(broker, group_id, [(known.name, p.partition_index) for t in request.topics
@@ -684,23 +694,22 @@ async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, r
     is_renew_ack = bool(getattr(request, "is_renew_ack", False))   # v2+
     renew = (is_renew_ack, _renew_enabled(broker, group_id))
     responses: list[ShareAcknowledgeResponseTopicResponse] = []
-    for t in request.topics:
-        known = broker.metadata.topic_by_id(t.topic_id)
+    for topic_id, named in _named_partitions(request.topics).items():
+        known = broker.metadata.topic_by_id(topic_id)
         parts: list[ShareAcknowledgeResponsePartitionData] = []
-        for p in t.partitions:
+        for index, batches in named.items():
             pcode: int
             if known is None:
                 pcode = ErrorCode.UNKNOWN_TOPIC_ID
-            elif t.topic_id in refused:
+            elif topic_id in refused:
                 pcode = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             else:
-                pcode = _acknowledge(broker, group_id, member_id, known.name, p.partition_index,
-                                     p.acknowledgement_batches, now, renew)
-            leader = _leader(broker, known.name, p.partition_index) if known is not None else \
+                pcode = _acknowledge(broker, group_id, member_id, known.name, index, batches, now, renew)
+            leader = _leader(broker, known.name, index) if known is not None else \
                 {"leader_id": -1, "leader_epoch": -1}
-            parts.append({"partition_index": p.partition_index, "error_code": int(pcode), "error_message": None,
+            parts.append({"partition_index": index, "error_code": int(pcode), "error_message": None,
                           "current_leader": leader})
-        responses.append({"topic_id": t.topic_id, "partitions": parts})
+        responses.append({"topic_id": topic_id, "partitions": parts})
     if epoch == -1:
         _close(broker, session)
     persisted = await _persist(broker, group_id, [(k.name, p.partition_index) for t in request.topics
