@@ -296,16 +296,37 @@ class SharePartition:
         return acquired
 
     # -- acknowledgement --------------------------------------------------------------------------------------
-    def acknowledge(self, member_id: str, first: int, last: int, types: list[int], now_ms: int) -> None:
-        """Applies one acknowledgement batch: ``types`` has one type for every offset of [first, last], or a
-        single type for all of them. Validates the whole batch before changing anything."""
+    def check_acknowledgement(self, member_id: str, first: int, last: int, types: list[int]
+                              ) -> tuple[int, list[int]] | None:
+        """Raises ShareStateError unless ``member_id`` may acknowledge [first, last] with ``types``; returns the
+        batch's part at or past the start offset as (first, types), None when it is all below it. As Kafka's
+        SharePartition: offsets below the start offset are skipped (already acknowledged or archived), offsets
+        past the acquired records are an invalid request, offsets not acquired by the member an invalid state."""
         if last < first or (len(types) != 1 and len(types) != last - first + 1) or not types:
             raise ShareStateError(ErrorCode.INVALID_REQUEST, "acknowledgement batch malformed")
         if any(t not in ACK_TYPES for t in types):
             raise ShareStateError(ErrorCode.INVALID_REQUEST, "unknown acknowledge type")
+        if last < self.start_offset:
+            return None
+        if first < self.start_offset:
+            if len(types) > 1:
+                types = types[self.start_offset - first:]
+            first = self.start_offset
+        if self.start_offset < self.end_offset <= last:
+            raise ShareStateError(ErrorCode.INVALID_REQUEST,
+                                  "Batch record not found. The last offset in request is past acquired records.")
         bad = self._not_held(member_id, first, last)
         if bad is not None:
             raise ShareStateError(ErrorCode.INVALID_RECORD_STATE, f"offset {bad} is not acquired by member {member_id}")
+        return first, types
+
+    def acknowledge(self, member_id: str, first: int, last: int, types: list[int], now_ms: int) -> None:
+        """Applies one acknowledgement batch: ``types`` has one type for every offset of [first, last], or a
+        single type for all of them. Validates the whole batch before changing anything."""
+        checked = self.check_acknowledgement(member_id, first, last, types)
+        if checked is None:
+            return
+        first, types = checked
         if len(types) == 1:
             ranges = [(first, last, types[0])]
         else:   # runs of one type

@@ -197,24 +197,27 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
         try:
             return self._heartbeat(request, client_id, client_host)
         except GroupError as e:
-            return Struct(throttle_time_ms=0, error_code=int(e.code), error_message=str(e) or None,
+            return Struct(throttle_time_ms=0, error_code=int(e.code), error_message=e.message,
                           member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)
 
     def _heartbeat(self, request: Any, client_id: str, client_host: str) -> Struct:
         group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
         if not group_id:
             raise GroupError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
-        if not member_id:   # Kafka 4.x: the client generates its member id (KIP-1082)
-            raise GroupError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+        if not member_id:   # Kafka 4.x: the client generates its member id (KIP-1082); Kafka 4.3 says no more
+            raise GroupError(ErrorCode.INVALID_REQUEST)
         if request.rack_id is not None and request.rack_id == "":
             raise GroupError(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
         if epoch == 0 and not request.subscribed_topic_names:
             raise GroupError(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
         if epoch < -1:
-            raise GroupError(ErrorCode.INVALID_REQUEST, f"MemberEpoch is {epoch}, but must be >= -1.")
+            raise GroupError(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
         group = self.groups.get(group_id)
-        if group is not None and not isinstance(group, ShareGroup):
-            raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"Group {group_id} is not a share group.")
+        if group is not None and not isinstance(group, ShareGroup):   # as Kafka 4.3: not found as a share group
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        if group is None and epoch != 0:   # only a first heartbeat creates the group
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
+                             f"Group {group_id} not found." if epoch == -1 else f"Share group {group_id} not found.")
         if epoch == -1:
             return self._leave(group, group_id, member_id)
         records: list[tuple[bytes, bytes | None]] = []
@@ -229,14 +232,20 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
                 member = ShareMember(member_id)
         else:
             if member is None:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of {group_id}.")
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, _unknown_member(member_id, group_id))
             # Kafka's throwIfShareGroupMemberEpochIsInvalid: the previous epoch is accepted too (the answer that
             # carried the last bump may have been lost, e.g. with the coordinator that sent it)
-            if epoch > member.member_epoch or (epoch < member.member_epoch
-                                               and epoch != member.previous_member_epoch):
+            if epoch > member.member_epoch:
                 raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
-                                 f"The share group member has a member epoch ({epoch}) different from the one "
-                                 f"known ({member.member_epoch}).")
+                                 f"The share group member has a greater member epoch ({epoch}) than the one known "
+                                 f"by the group coordinator ({member.member_epoch}). The member must abandon all "
+                                 f"its partitions and rejoin.")
+            if epoch < member.member_epoch and epoch != member.previous_member_epoch:
+                raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                                 f"The share group member has a smaller member epoch ({epoch}) than the one known "
+                                 f"by the group coordinator ({member.member_epoch}), and it does not match the "
+                                 f"previous member epoch ({member.previous_member_epoch}). The member must abandon "
+                                 f"all its partitions and rejoin.")
         # 1. the member's metadata
         updated = replace(member, client_id=client_id, client_host=client_host,
                           subscribed_topic_names=list(member.subscribed_topic_names), assigned=dict(member.assigned))
@@ -327,7 +336,7 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
 
     def _leave(self, group: ShareGroup | None, group_id: str, member_id: str) -> Struct:
         if group is None or member_id not in group.members:
-            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of {group_id}.")
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, _unknown_member(member_id, group_id))
         self.remove_member(group, member_id)
         return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, member_id=member_id,
                       member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
@@ -365,8 +374,8 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
     # -- ShareGroupDescribe -------------------------------------------------------------------------------------
     def describe(self, group_id: str) -> Struct:
         group = self.groups.get(group_id)
-        if not group_id:
-            return _described_error(group_id, ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
+        if not group_id:   # Kafka 4.3 answers no message
+            return _described_error(group_id, ErrorCode.INVALID_GROUP_ID, None)
         if group is None:
             return _described_error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if not isinstance(group, ShareGroup):
@@ -385,6 +394,10 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
                       authorized_operations=-2147483648)
 
 
-def _described_error(group_id: str, code: int, message: str) -> Struct:
+def _unknown_member(member_id: str, group_id: str) -> str:
+    return f"Member {member_id} is not a member of group {group_id}."
+
+
+def _described_error(group_id: str, code: int, message: str | None) -> Struct:
     return Struct(error_code=int(code), error_message=message, group_id=group_id, group_state="", group_epoch=0,
                   assignment_epoch=0, assignor_name="", members=[], authorized_operations=-2147483648)

@@ -100,8 +100,9 @@ class ShareOffsetsAdmin:
 
     async def _describe_group(self, asked: Any) -> Struct:
         group, code, message = self._group(asked.group_id)
-        # an unknown group has no share state: Kafka answers its offsets as it does a never-initialized group's
-        unknown = code == ErrorCode.GROUP_ID_NOT_FOUND and asked.group_id not in self.coordinator.groups
+        # an unknown group, or another type's, has no share state: Kafka answers its offsets as it does a
+        # never-initialized group's (not GROUP_ID_NOT_FOUND)
+        unknown = code == ErrorCode.GROUP_ID_NOT_FOUND
         if group is None and not unknown:
             return Struct(group_id=asked.group_id, topics=[], error_code=int(code), error_message=message)
         catalog = self.coordinator.topic_catalog()
@@ -142,7 +143,8 @@ class ShareOffsetsAdmin:
         hwm = await self._end_offset(name, index) if summary.start_offset >= 0 else None
         if hwm is not None:
             # Kafka's share-partition lag (KIP-1226): records from the start offset not yet delivered to completion
-            lag = max(hwm - summary.start_offset - max(summary.delivery_complete_count, 0), 0)
+            # (negative, as Kafka answers it, for a start offset altered past the end)
+            lag = hwm - summary.start_offset - max(summary.delivery_complete_count, 0)
         return answer(ErrorCode.NONE, summary.start_offset, summary.leader_epoch, lag)
 
     # -- AlterShareGroupOffsets ---------------------------------------------------------------------------------
@@ -229,6 +231,11 @@ class ShareOffsetsAdmin:
                 responses.append(Struct(topic_name=t.topic_name, topic_id=uuid.UUID(int=0),
                                         error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                         error_message="This server does not host this topic-partition."))
+                continue
+            if known[0] not in group.initialized:   # as Kafka: the group has no share state of the topic
+                responses.append(Struct(topic_name=t.topic_name, topic_id=known[0],
+                                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                        error_message="There is no offset information to delete."))
                 continue
             code = await self._delete_state(group, known[0], range(known[1]))
             if code == ErrorCode.NONE and (changed := self._changed(group)) is not None:

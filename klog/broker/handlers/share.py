@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any, cast
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
-from klog.broker.share_partitions import RENEW, SharePartition, SharePartitionManager, ShareSession, ShareStateError
+from klog.broker.share_partitions import (
+    ACK_TYPES, RENEW, SharePartition, SharePartitionManager, ShareSession, ShareStateError,
+)
 from klog.broker.share_state import restore
 from klog.metadata import group_config
 from klog.metadata.features import SHARE_VERSION
@@ -68,8 +70,6 @@ SHARE_FETCH_YIELDS_TO_WAITERS = 4
 HEADER_WINDOW_BYTES = 4096
 #: bytes read from a partition log per share-partition and ShareFetch (the batches past MaxRecords are cut off)
 SHARE_FETCH_READ_BYTES = 1 << 20
-#: a ShareFetch's MaxRecords when it sends none or a non-positive one
-DEFAULT_MAX_RECORDS = 500
 #: ShareFetch's ShareAcquireMode (KIP-1206, v2+; v1 requests are batch_optimized): batch_optimized takes MaxRecords
 #: as a soft limit and acquires up to the end of the record batch holding the last record it allows, as Kafka's
 #: SharePartition does; record_limit acquires at most MaxRecords
@@ -413,26 +413,65 @@ def _refused_topics(broker: HandlerBroker, ctx: RequestContext, group_id: str,
 
 def _acknowledge(broker: HandlerBroker, group_id: str, member_id: str, name: str, index: int, batches: AckBatches,
                  now_ms: int, renew: tuple[bool, bool] = (False, True)) -> int:
-    """Applies one partition's acknowledgement batches; ``renew``: (the request's IsRenewAck, the group's
+    """Applies one partition's acknowledgement batches, all or none (as Kafka's SharePartition rolls back a
+    request's acknowledgements of a partition when one fails); ``renew``: (the request's IsRenewAck, the group's
     share.renew.acknowledge.enable)."""
     is_renew_ack, renew_enabled = renew
+    if _malformed(batches):
+        return ErrorCode.INVALID_REQUEST
     if any(RENEW in b.acknowledge_types for b in batches):
         # KIP-1222, as Kafka 4.3: a RENEW needs the request's IsRenewAck (v2+), and the group's consent
         if not is_renew_ack:
             return ErrorCode.INVALID_REQUEST
         if not renew_enabled:
             return ErrorCode.INVALID_RECORD_STATE
-    sp, _, code = _partition_state(broker, group_id, name, index)
-    if code or sp is None:
+    if broker.partitions.get(name, index) is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    code = broker.replicas.leader_error(name, index)
+    if code:
         return code
+    sp = _manager(broker).get(group_id, name, index)
+    if sp is None:   # as Kafka's SharePartitionManager: a share-partition this broker does not serve (no fetch
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION   # loaded it) is not acknowledged, nor created
     sp.expire_locks(now_ms)
-    result: int = ErrorCode.NONE
+    held_last = None   # the last offset of the batch before, when the member still holds it once acknowledged
+    try:
+        for b in batches:
+            types = list(b.acknowledge_types)
+            checked = sp.check_acknowledgement(member_id, b.first_offset, b.last_offset, types)
+            if checked is not None and checked[0] == held_last:
+                raise ShareStateError(ErrorCode.INVALID_RECORD_STATE, f"offset {held_last} acknowledged twice")
+            held_last = b.last_offset if checked is not None and types[-1] != RENEW else None
+    except ShareStateError as e:
+        return e.code
     for b in batches:
-        try:
-            sp.acknowledge(member_id, b.first_offset, b.last_offset, list(b.acknowledge_types), now_ms)
-        except ShareStateError as e:
-            result = e.code
-    return result
+        sp.acknowledge(member_id, b.first_offset, b.last_offset, list(b.acknowledge_types), now_ms)
+    return ErrorCode.NONE
+
+
+def _named_partitions(topics: Iterable[Any]) -> dict[uuid.UUID, dict[int, AckBatches]]:
+    """A ShareFetch's or ShareAcknowledge's partitions by topic id: the acknowledgement batches of each, from the
+    last entry naming it (a partition named twice is acknowledged and answered once, as Kafka keys them in a map)."""
+    out: dict[uuid.UUID, dict[int, AckBatches]] = {}
+    for t in topics:
+        for p in t.partitions:
+            out.setdefault(t.topic_id, {})[p.partition_index] = p.acknowledgement_batches
+    return out
+
+
+def _malformed(batches: AckBatches) -> bool:
+    """Kafka's KafkaApis.validateAcknowledgementBatches: each batch's offsets in order and after the batch
+    before's last one (the same offset may end one and start the next), and one acknowledge type, or one for each
+    offset, every one known; a malformed partition's acknowledgements are all refused (INVALID_REQUEST)."""
+    previous_last = -1
+    for b in batches:
+        types = b.acknowledge_types
+        if b.first_offset > b.last_offset or b.first_offset < previous_last or not types \
+                or (len(types) > 1 and len(types) != b.last_offset - b.first_offset + 1) \
+                or any(t not in ACK_TYPES for t in types):
+            return True
+        previous_last = b.last_offset
+    return False
 
 
 def _leader(broker: HandlerBroker, name: str, index: int) -> ShareFetchResponseLeaderIdAndEpoch:
@@ -462,9 +501,6 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
     session, code = _session_for(broker, group_id, member_id, epoch, fetch=True)
     if code or session is None:
         return top(code)
-    await _load(broker, group_id, [(known.name, p.partition_index) for t in request.topics
-                                   if (known := broker.metadata.topic_by_id(t.topic_id)) is not None
-                                   for p in t.partitions])
     now = _now_ms()
     is_renew_ack = bool(getattr(request, "is_renew_ack", False))   # v2+
     renew = (is_renew_ack, _renew_enabled(broker, group_id))
@@ -487,27 +523,33 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
                             "acquired_records": []}
         return answers[key]
 
-    # forgotten partitions leave the session (their records held by this member are released)
+    # forgotten partitions leave the session; the records this member holds there stay acquired until it
+    # acknowledges them, their locks expire or the session closes, as in Kafka 4.3
     for ft in request.forgotten_topics_data:
         name = topic_name(ft.topic_id)
         for index in ft.partitions:
-            if name is not None and session.partitions.pop((name, index), None) is not None:
-                _manager(broker).release_member(group_id, member_id, [(name, index)])
-    for t in request.topics:
-        name = topic_name(t.topic_id)
-        for p in t.partitions:
-            a = answer(t.topic_id, p.partition_index)
+            if name is not None:
+                session.partitions.pop((name, index), None)
+    for topic_id, named in _named_partitions(request.topics).items():
+        name = topic_name(topic_id)
+        for index, batches in named.items():
+            a = answer(topic_id, index)
             if name is None:
                 a["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
-            if t.topic_id in refused:
+            if topic_id in refused:
                 a["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
-            if p.acknowledgement_batches:
-                a["acknowledge_error_code"] = _acknowledge(broker, group_id, member_id, name, p.partition_index,
-                                                           p.acknowledgement_batches, now, renew)
+            if batches:
+                a["acknowledge_error_code"] = _acknowledge(broker, group_id, member_id, name, index, batches, now,
+                                                           renew)
             if epoch != -1:
-                session.partitions[(name, p.partition_index)] = t.topic_id
+                session.partitions[(name, index)] = topic_id
+    # the share-partitions this broker starts serving load after the acknowledgements, as Kafka's
+    # KafkaApis acknowledges before it fetches: an acknowledgement of one not loaded yet is refused
+    await _load(broker, group_id, [(known.name, p.partition_index) for t in request.topics
+                                   if (known := broker.metadata.topic_by_id(t.topic_id)) is not None
+                                   for p in t.partitions])
     if epoch == -1:
         _close(broker, session)
     acked = [(name, index) for (tid, index) in answers if (name := topic_name(tid)) is not None]
@@ -523,7 +565,7 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
                 "acquisition_lock_timeout_ms": lock_ms, "responses": _by_topic(answers), "node_endpoints": []}
 
-    max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
+    max_records = request.max_records   # Kafka 4.3 acquires nothing for a MaxRecords of 0 or less
     max_bytes = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     read_committed = _group_setting(broker, group_id, group_config.ISOLATION_LEVEL) == "read_committed"
@@ -648,30 +690,26 @@ async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, r
     session, code = _session_for(broker, group_id, member_id, epoch, fetch=False)
     if code or session is None:
         return top(code)
-    await _load(broker, group_id, [(known.name, p.partition_index) for t in request.topics
-                                   if (known := broker.metadata.topic_by_id(t.topic_id)) is not None
-                                   for p in t.partitions])
     now = _now_ms()
     is_renew_ack = bool(getattr(request, "is_renew_ack", False))   # v2+
     renew = (is_renew_ack, _renew_enabled(broker, group_id))
     responses: list[ShareAcknowledgeResponseTopicResponse] = []
-    for t in request.topics:
-        known = broker.metadata.topic_by_id(t.topic_id)
+    for topic_id, named in _named_partitions(request.topics).items():
+        known = broker.metadata.topic_by_id(topic_id)
         parts: list[ShareAcknowledgeResponsePartitionData] = []
-        for p in t.partitions:
+        for index, batches in named.items():
             pcode: int
             if known is None:
                 pcode = ErrorCode.UNKNOWN_TOPIC_ID
-            elif t.topic_id in refused:
+            elif topic_id in refused:
                 pcode = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             else:
-                pcode = _acknowledge(broker, group_id, member_id, known.name, p.partition_index,
-                                     p.acknowledgement_batches, now, renew)
-            leader = _leader(broker, known.name, p.partition_index) if known is not None else \
+                pcode = _acknowledge(broker, group_id, member_id, known.name, index, batches, now, renew)
+            leader = _leader(broker, known.name, index) if known is not None else \
                 {"leader_id": -1, "leader_epoch": -1}
-            parts.append({"partition_index": p.partition_index, "error_code": int(pcode), "error_message": None,
+            parts.append({"partition_index": index, "error_code": int(pcode), "error_message": None,
                           "current_leader": leader})
-        responses.append({"topic_id": t.topic_id, "partitions": parts})
+        responses.append({"topic_id": topic_id, "partitions": parts})
     if epoch == -1:
         _close(broker, session)
     persisted = await _persist(broker, group_id, [(k.name, p.partition_index) for t in request.topics
