@@ -414,3 +414,46 @@ def test_describe_producers_errors(wire):
     assert got[3] == ("missing-" + topic, 0, E.UNKNOWN_TOPIC_OR_PARTITION,
                       "This server does not host this topic-partition.", [])
     assert got[4][2] == E.INVALID_TOPIC_EXCEPTION and "bad name" in got[4][3]
+
+
+@pytest.fixture(params=["klog", "kafka"])
+def fresh(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A broker of its own: no group has been asked for yet, so no ``__consumer_offsets`` exists."""
+    from test_transactions_wire import CONFIG
+
+    from klog.testing.kafka import one_broker
+
+    with one_broker(request.param, tmp_path_factory.mktemp(request.param), CONFIG) as servers:
+        host, port = servers.split(",")[0].rsplit(":", 1)
+        with WireClient(host, int(port)) as client:
+            yield client
+
+
+def test_a_txn_offset_commit_before_the_offsets_topic_exists_is_verified(fresh):
+    """TxnOffsetCommit v3 of a group outside the transaction, on a broker without ``__consumer_offsets``: refused
+    (Kafka: COORDINATOR_NOT_AVAILABLE, no coordinator until FindCoordinator makes the topic; klog, which makes it
+    at the first write: INVALID_TXN_STATE, verified there), never written: the group's offsets stay stable."""
+    topic = new_topic(fresh)
+    tid = new_tid(fresh)
+    _, pid, e0 = init(fresh, tid)
+    group = f"late-{uuid.uuid4().hex[:6]}"
+    answer = fresh.request(ApiKey.TXN_OFFSET_COMMIT, 3, {
+        "transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": e0, "generation_id": -1,
+        "member_id": "", "group_instance_id": None,
+        "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                   "committed_leader_epoch": -1, "committed_metadata": None}]}]})
+    assert answer.topics[0].partitions[0].error_code in (E.COORDINATOR_NOT_AVAILABLE, E.INVALID_TXN_STATE)
+    assert add_when_ready(fresh, tid, pid, e0, topic, [0]) == {0: E.NONE}
+    assert end_until_done(fresh, tid, pid, e0, True) == E.NONE
+    group_ready(fresh, group)
+    deadline = time.monotonic() + 30
+    while True:
+        fetched = retried(fresh, ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": [
+            {"name": topic, "partition_indexes": [0]}]}], "require_stable": True},
+            code=lambda a: a.groups[0].error_code or a.groups[0].topics[0].partitions[0].error_code).groups[0]
+        assert fetched.error_code == E.NONE, fetched
+        fetched = fetched.topics[0].partitions[0]
+        if fetched.error_code != E.UNSTABLE_OFFSET_COMMIT or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert (fetched.error_code, fetched.committed_offset) == (E.NONE, -1)

@@ -296,6 +296,9 @@ class GroupCoordinator:
             return await self.runtime.run(lambda: self._txn_offset_commit(header, request, client_host, verification))
         return await self.runtime.run(lambda: handler(header, request, client_host))
 
+    async def ensure_log(self) -> None:
+        await self.runtime.ensure_log()
+
     def group_configs(self, group_id: str) -> Mapping[str, str]:
         """A group's dynamic configs (its GROUP config resource in the metadata image), as the broker has them."""
         metadata = getattr(self.context, "metadata", None)

@@ -354,6 +354,9 @@ async def _add_offsets_partition(broker: HandlerBroker, version: int, request: T
     if operation != ADD_PARTITION and not broker.config["transaction.partition.verification.enable"]:
         return 0, None
     partition = partition_for(request.group_id, transactions.offsets_partitions)
+    # a single node creates __consumer_offsets at the group coordinator's first write: before this check, or the
+    # offsets would be written unverified, in a transaction no marker ends (the partition unstable for ever)
+    await broker.coordinator.ensure_log()
     if broker.partitions.get(OFFSETS_TOPIC, partition) is None:
         return 0, None   # not led here: the group coordinator answers NOT_COORDINATOR
     if broker.producers.in_transaction(OFFSETS_TOPIC, partition, request.producer_id, request.producer_epoch):
