@@ -457,3 +457,19 @@ def test_a_txn_offset_commit_before_the_offsets_topic_exists_is_verified(fresh):
             break
         time.sleep(0.2)
     assert (fetched.error_code, fetched.committed_offset) == (E.NONE, -1)
+
+
+def test_a_retried_init_producer_id_that_rotated_the_producer_id_gets_the_same_answer(wire):
+    """InitProducerId naming the exhausted epoch (Short.MaxValue - 1) moves the id to a new producer id, epoch 0;
+    a retry of it (the previous producer id, the exhausted epoch: the producer never got the answer) is answered
+    the same, not fenced (Kafka's isValidProducerId and the rotation's recorded last epoch)."""
+    tid = new_tid(wire)
+    _, pid, epoch = init(wire, tid)
+    while epoch < 32766:
+        code, _, epoch = init(wire, tid, pid=pid, epoch=epoch)
+        assert code == E.NONE
+    code, rotated, new_epoch = init(wire, tid, pid=pid, epoch=epoch)
+    assert code == E.NONE and rotated != pid and new_epoch == 0
+    assert init(wire, tid, pid=pid, epoch=epoch) == (E.NONE, rotated, 0)
+    assert init(wire, tid, pid=pid, epoch=epoch - 1) == (E.PRODUCER_FENCED, -1, -1)
+    assert init(wire, tid, pid=rotated, epoch=0) == (E.NONE, rotated, 1)
