@@ -281,6 +281,8 @@ def test_txn_offset_commit_checks(wire):
     assert txn_commit(wire, 3, (tid, pid + 50, e0), group, topic) == E.INVALID_PRODUCER_ID_MAPPING
     assert txn_commit(wire, 3, (tid, pid, e0 + 1), group, topic) == E.INVALID_PRODUCER_EPOCH
     assert txn_commit(wire, 3, txn, group, "missing-" + tid) == E.UNKNOWN_TOPIC_OR_PARTITION
+    # an empty transactional id is asked of the transaction coordinator too, never written unverified
+    assert [txn_commit(wire, v, ("", pid, e0), group, topic) for v in (3, 4, 5)] == [E.INVALID_REQUEST] * 3
     # the group does not exist: a generation is illegal, a member id at generation -1 is a "simple" group's commit
     assert txn_commit(wire, 3, txn, group, topic, 3, "x") == E.ILLEGAL_GENERATION
     assert txn_commit(wire, 3, txn, group, topic, -1, "x") == E.NONE

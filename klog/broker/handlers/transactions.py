@@ -348,8 +348,8 @@ async def _add_offsets_partition(broker: HandlerBroker, version: int, request: T
     (0, or the error every partition of the request answers; when verified, the partition and the
     verification guard its write must still hold, which the caller ends once the write is done.)"""
     transactions = broker.transactions
-    if transactions is None or not request.group_id or not request.transactional_id:
-        return 0, None
+    if transactions is None or not request.group_id:
+        return 0, None   # (an empty transactional id is asked too: the coordinator answers INVALID_REQUEST)
     operation = txn_offset_commit_operation(version)
     if operation != ADD_PARTITION and not broker.config["transaction.partition.verification.enable"]:
         return 0, None
