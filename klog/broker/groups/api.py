@@ -163,4 +163,9 @@ class GroupCoordinatorAPI(Protocol):
         once a marker of the producer ended it). Returns the response Struct."""
         ...
 
+    async def ensure_log(self) -> None:
+        """Before a first write: a single node creates ``__consumer_offsets`` (a quorum member has it made
+        through FindCoordinator)."""
+        ...
+
     async def stop(self) -> None: ...

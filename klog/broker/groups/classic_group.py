@@ -310,7 +310,8 @@ class ClassicGroup:
         if member_id not in self.members:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_id: int) -> None:
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_id: int, *,
+                               transactional: bool = False) -> None:
         if self.is_in(S.DEAD):
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if generation_id < 0 and self.is_in(S.EMPTY):
@@ -319,9 +320,10 @@ class ClassicGroup:
             self.validate_member(member_id, instance_id)
             if generation_id != self.generation_id:
                 raise GroupError(ErrorCode.ILLEGAL_GENERATION)
-        elif not self.is_in(S.EMPTY):
+        elif not transactional and not self.is_in(S.EMPTY):
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
-        if self.is_in(S.COMPLETING_REBALANCE):
+        if not transactional and self.is_in(S.COMPLETING_REBALANCE):
+            # (Kafka's ClassicGroup: a TxnOffsetCommit is not held to the group's state)
             raise GroupError(ErrorCode.REBALANCE_IN_PROGRESS)
 
     def validate_offset_delete(self) -> None:

@@ -297,6 +297,9 @@ class GroupCoordinator:
             return await self.runtime.run(lambda: self._txn_offset_commit(header, request, client_host, verification))
         return await self.runtime.run(lambda: handler(header, request, client_host))
 
+    async def ensure_log(self) -> None:
+        await self.runtime.ensure_log()
+
     def group_configs(self, group_id: str) -> Mapping[str, str]:
         """A group's dynamic configs (its GROUP config resource in the metadata image), as the broker has them."""
         metadata = getattr(self.context, "metadata", None)
@@ -635,8 +638,10 @@ class GroupCoordinator:
         member_id = request.member_id if v >= 3 else ""
         instance_id = request.group_instance_id if v >= 3 else None
         group = self.groups.get(group_id)
-        if generation >= 0 or member_id:   # the producer passed the consumer's group metadata (KIP-447)
-            if group is None:
+        if generation >= 0 or member_id or instance_id is not None:
+            # the producer passed the consumer's group metadata (KIP-447); a group that does not exist yet is a
+            # "simple" one at generation -1 (Kafka's validateTransactionalOffsetCommit)
+            if group is None and generation >= 0:
                 return all_partitions(ErrorCode.ILLEGAL_GENERATION)
             try:
                 self._validate_offset_commit(group_id, member_id, instance_id, generation, v, transactional=True)
@@ -727,7 +732,7 @@ class GroupCoordinator:
         if isinstance(group, (ConsumerGroup, self._streams_group)):
             group.validate_offset_commit(member_id, instance_id, generation, api_version, transactional=transactional)
         else:
-            group.validate_offset_commit(member_id, instance_id, generation)
+            group.validate_offset_commit(member_id, instance_id, generation, transactional=transactional)
         return group
 
     async def _offset_fetch(self, header: Any, request: Any, client_host: str) -> Struct:

@@ -32,6 +32,9 @@ async def handle_init_producer_id(broker: HandlerBroker, ctx: RequestContext, re
             # Kafka: IdempotentWrite on the Cluster, or Write on some topic (KIP-679)
             return {"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1,
                     "producer_epoch": -1}
+    if (request.producer_id == -1) != (request.producer_epoch == -1):
+        # Kafka's KafkaApis: a producer id without its epoch (or an epoch without its id) is no KIP-360 recovery
+        return {"throttle_time_ms": 0, "error_code": errors.INVALID_REQUEST, "producer_id": -1, "producer_epoch": -1}
     if request.transactional_id is not None:
         from klog.broker.handlers.transactions import init_transactional_producer_id
 

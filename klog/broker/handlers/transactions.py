@@ -11,6 +11,7 @@ transaction coordinator sends it: to this broker in process, to another broker o
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import TYPE_CHECKING, Any, cast
 
@@ -22,10 +23,10 @@ from klog.broker.coordinator.runtime import partition_for
 from klog.broker.transactions.operations import ADD_PARTITION, txn_offset_commit_operation
 from klog.broker.transactions.operations import SUPPORTED_APIS as COORDINATOR_APIS
 from klog.client.connection import BrokerConnection
-from klog.controller.topics import TopicError, validate_topic_name
+from klog.controller.topics import TopicError, is_internal, validate_topic_name
 from klog.protocol import Struct
 from klog.protocol.error_codes import ErrorCode
-from klog.protocol.errors import KafkaError
+from klog.protocol.errors import KafkaError, exception_class
 from klog.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, encode_control_batch
 
 if TYPE_CHECKING:
@@ -246,8 +247,8 @@ def _denied(broker: HandlerBroker, ctx: RequestContext, request: CoordinatorRequ
         if not authz.allowed(broker, ctx, write, tid, add.v3_and_below_transactional_id):
             codes = {t.name: tid_failed for t in topics}
         else:
-            refused = {t.name for t in topics if not authz.allowed(broker, ctx, write, authz.ResourceType.TOPIC,
-                                                                     t.name)}
+            refused = {t.name for t in topics if is_internal(t.name) or not authz.allowed(
+                broker, ctx, write, authz.ResourceType.TOPIC, t.name)}   # Kafka: no client writes an internal one
             if not refused:
                 return None
             codes = {t.name: errors.TOPIC_AUTHORIZATION_FAILED if t.name in refused
@@ -347,12 +348,15 @@ async def _add_offsets_partition(broker: HandlerBroker, version: int, request: T
     (0, or the error every partition of the request answers; when verified, the partition and the
     verification guard its write must still hold, which the caller ends once the write is done.)"""
     transactions = broker.transactions
-    if transactions is None or not request.group_id or not request.transactional_id:
-        return 0, None
+    if transactions is None or not request.group_id:
+        return 0, None   # (an empty transactional id is asked too: the coordinator answers INVALID_REQUEST)
     operation = txn_offset_commit_operation(version)
     if operation != ADD_PARTITION and not broker.config["transaction.partition.verification.enable"]:
         return 0, None
     partition = partition_for(request.group_id, transactions.offsets_partitions)
+    # a single node creates __consumer_offsets at the group coordinator's first write: before this check, or the
+    # offsets would be written unverified, in a transaction no marker ends (the partition unstable for ever)
+    await broker.coordinator.ensure_log()
     if broker.partitions.get(OFFSETS_TOPIC, partition) is None:
         return 0, None   # not led here: the group coordinator answers NOT_COORDINATOR
     if broker.producers.in_transaction(OFFSETS_TOPIC, partition, request.producer_id, request.producer_epoch):
@@ -374,9 +378,9 @@ async def handle_describe_transactions(broker: HandlerBroker, ctx: RequestContex
     states: list[Any] = []   # DescribeTransactionsResponseTransactionState dicts
     for tid in request.transactional_ids:
         if not authz.allowed(broker, ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TRANSACTIONAL_ID, tid):
-            states.append({"error_code": errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": tid,
-                           "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
-                           "producer_id": -1, "producer_epoch": -1, "topics": []})
+            from klog.broker.transactions.coordinator import describe_error
+
+            states.append(describe_error(tid, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
         else:
             states.append(broker.transactions.describe(tid))
     return {"throttle_time_ms": 0, "transaction_states": states}
@@ -390,8 +394,12 @@ async def handle_list_transactions(broker: HandlerBroker, ctx: RequestContext, r
     version = ctx.api_version
     duration = request.duration_filter if version >= 1 else -1
     pattern = request.transactional_id_pattern if version >= 2 else None
-    unknown, listed = broker.transactions.list_transactions(list(request.state_filters),
-                                                            list(request.producer_id_filters), duration, pattern)
+    try:
+        unknown, listed = broker.transactions.list_transactions(list(request.state_filters),
+                                                                list(request.producer_id_filters), duration, pattern)
+    except re.error:   # Kafka: nothing else is answered
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REGULAR_EXPRESSION, "unknown_state_filters": [],
+                "transaction_states": []}
     listed = [t for t in listed if authz.allowed(broker, ctx, authz.AclOperation.DESCRIBE,
                                                  authz.ResourceType.TRANSACTIONAL_ID, t["transactional_id"],
                                                  count=False)]
@@ -419,8 +427,9 @@ async def handle_describe_producers(broker: HandlerBroker, ctx: RequestContext, 
                                              topic.name):
             refused = errors.TOPIC_AUTHORIZATION_FAILED
         elif not refused and broker.metadata.topic(topic.name) is None:
-            # Kafka's words for an unknown topic (an unknown partition of a known one has none)
-            refused, message = errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+            refused = errors.UNKNOWN_TOPIC_OR_PARTITION
+        if refused and message is None:   # Kafka's ApiError of a topic's error: the error's own message
+            message = exception_class(refused).default_message
         partitions: list[Any] = []
         for index in topic.partition_indexes:
             code = refused

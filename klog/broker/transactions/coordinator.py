@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 
 from klog.broker.coordinator.runtime import CoordinatorLog, CoordinatorRuntime, partition_for, storage_error_code
 from klog.broker.coordinator.timer import Clock
+from klog.controller.topics import is_internal
 from klog.metadata.features import TRANSACTION_VERSION
 from klog.protocol import Struct
 from klog.protocol.error_codes import ErrorCode
@@ -111,6 +112,13 @@ def leader_verification_error(code: int, operation: int) -> int:
                                                   and operation != ADD_PARTITION):
         return int(ErrorCode.NOT_ENOUGH_REPLICAS)
     return int(code)
+
+
+def describe_error(tid: str, code: int) -> dict[str, Any]:
+    """A DescribeTransactions answer of ``tid`` that only carries ``code`` (Kafka leaves every other field at its
+    schema default: 0)."""
+    return {"error_code": int(code), "transactional_id": tid, "transaction_state": "", "transaction_timeout_ms": 0,
+            "transaction_start_time_ms": 0, "producer_id": 0, "producer_epoch": 0, "topics": []}
 
 
 def _fenced(code: int, version: int, first_version_with_fenced: int) -> int:
@@ -350,35 +358,40 @@ class TransactionCoordinator:
                 if code:
                     return answer(code)
                 return answer(ErrorCode.NONE, pid, 0)
-        if meta.pending or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
-                                          TxnState.PREPARE_EPOCH_FENCE):
+        if meta.pending:
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
-        if given_pid != -1:
-            # KIP-360: a producer that knows its id and epoch; a retry of the bump it already got is answered again
-            if given_pid != meta.producer_id and given_pid != meta.previous_producer_id:
-                return answer(PRODUCER_FENCED)
-            if given_pid == meta.producer_id and given_epoch == meta.last_producer_epoch \
-                    and meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
-                return answer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
-            if given_pid != meta.producer_id or given_epoch != meta.producer_epoch:
-                return answer(PRODUCER_FENCED)
+        expected = given_pid != -1
+        # KIP-360, Kafka's isValidProducerId: a producer that knows its id (the current one, or the previous one
+        # when its epoch was exhausted: a retry of the rotation it never got the answer of); its epoch is checked
+        # only when no transaction is open (an Ongoing one is fenced whatever epoch the request names)
+        if expected and given_pid != meta.producer_id and not (
+                given_pid == meta.previous_producer_id and given_epoch >= MAX_EPOCH):
+            return answer(PRODUCER_FENCED)
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE):
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         if meta.state == TxnState.ONGOING:
             # the producer's transaction is aborted first, with a bumped epoch that fences its old instance
             code = await self._begin_end(meta, commit=False, fence=True, tv=self.server_transaction_version())
             return answer(code or ErrorCode.CONCURRENT_TRANSACTIONS)
         new = meta.replace(partitions=set(), state=TxnState.EMPTY, timeout_ms=timeout, start_ms=-1,
                            last_update_ms=now, pending=False)
-        if meta.producer_epoch >= MAX_EPOCH:
+        if meta.producer_epoch >= MAX_EPOCH and (not expected or given_epoch == meta.producer_epoch):
             try:
                 new.producer_id = await self.allocate_producer_id()
             except Exception:  # noqa: BLE001
                 return answer(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
             new.previous_producer_id = meta.producer_id
             new.producer_epoch = 0
-            new.last_producer_epoch = -1
-        else:
+            new.last_producer_epoch = meta.producer_epoch if expected else -1
+        elif not expected or given_epoch == meta.producer_epoch:
+            # Kafka's prepareIncrementProducerEpoch: a new producer (no expected epoch) leaves no last epoch, so
+            # only the producer that asked for this bump may retry it
             new.producer_epoch = meta.producer_epoch + 1
-            new.last_producer_epoch = meta.producer_epoch
+            new.last_producer_epoch = meta.producer_epoch if expected else -1
+        elif given_epoch == meta.last_producer_epoch:   # a retry of the bump it already got
+            return answer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+        else:
+            return answer(PRODUCER_FENCED)
         code = await self._transition(meta, new)
         if code:
             return answer(code)
@@ -439,10 +452,14 @@ class TransactionCoordinator:
         bad = False
         for name, partitions in topics:
             count = self.context.partition_count(name)
+            # Kafka's KafkaApis: a client (v0-3) may write to no internal topic (__transaction_state's markers
+            # would corrupt the coordinator's own log)
+            refused = version < 4 and is_internal(name)
             for p in partitions:
                 known = count is not None and 0 <= p < count
-                codes[(name, p)] = 0 if known else int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                bad = bad or not known
+                codes[(name, p)] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED) if refused else \
+                    0 if known else int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                bad = bad or refused or not known
         if bad:   # Kafka adds none of them: the others were not attempted
             for key, code in codes.items():
                 if not code:
@@ -546,12 +563,9 @@ class TransactionCoordinator:
     async def _add_offsets(self, version: int, request: Any) -> Struct:
         await self._await_completion(request.transactional_id)
         code, meta = self._validate(request.transactional_id, request.producer_id, request.producer_epoch)
-        if not code:
-            if not request.group_id:
-                code = ErrorCode.INVALID_GROUP_ID
-            else:
-                code = await self._add_to(meta, {(OFFSETS_TOPIC,
-                                                  partition_for(request.group_id, self.offsets_partitions))}, 0)
+        if not code:   # Kafka adds the partition of any group id, "" too (no group is looked at)
+            code = await self._add_to(meta, {(OFFSETS_TOPIC, partition_for(request.group_id,
+                                                                           self.offsets_partitions))}, 0)
         return Struct(throttle_time_ms=0, error_code=_fenced(code, version, 2))
 
     # -- EndTxn -----------------------------------------------------------------------------------------------
@@ -782,9 +796,7 @@ class TransactionCoordinator:
     # -- DescribeTransactions / ListTransactions (kafka-transactions describe / list) -------------------------
     def describe(self, tid: str) -> dict[str, Any]:
         """One transactional id's state as DescribeTransactions answers it."""
-        answer: dict[str, Any] = {"error_code": ErrorCode.NONE, "transactional_id": tid, "transaction_state": "",
-                                  "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
-                                  "producer_epoch": -1, "topics": []}
+        answer = describe_error(tid, ErrorCode.NONE)
         code = ErrorCode.INVALID_REQUEST if not tid else self.runtime.unavailable(tid)
         meta = self.txns.get(tid) if not code else None
         if not code and meta is None:
@@ -804,26 +816,23 @@ class TransactionCoordinator:
     def list_transactions(self, states: list[str], producer_ids: list[int], duration_ms: int,
                           pattern: str | None) -> tuple[list[str], list[dict[str, Any]]]:
         """ListTransactions on this coordinator: (the state filters no state is named, the transactions that
-        pass every filter: states, producer ids, running longer than ``duration_ms`` (-1: any), id regex)."""
+        pass every filter: states, producer ids, started more than ``duration_ms`` ago (-1: any; Kafka's filter,
+        which every state passes whose start time is older, an Empty id's -1 too), id regex). An invalid regex
+        raises ``re.error`` (INVALID_REGULAR_EXPRESSION)."""
         names = {s.kafka_name: s for s in TxnState}
         unknown = [name for name in states if name not in names]
         wanted = {names[name] for name in states if name in names}
-        regex = None
-        if pattern:
-            try:
-                regex = re.compile(pattern)
-            except re.error:
-                return unknown, []
+        regex = re.compile(pattern) if pattern else None
         now = self.timer.now()
         out = []
         for tid, meta in self.txns.items():
-            if self.runtime.unavailable(tid):
+            if self.runtime.unavailable(tid) or meta.state == TxnState.DEAD:
                 continue
             if states and meta.state not in wanted:
                 continue
             if producer_ids and meta.producer_id not in producer_ids:
                 continue
-            if duration_ms >= 0 and (meta.state != TxnState.ONGOING or now - meta.start_ms < duration_ms):
+            if duration_ms >= 0 and now - meta.start_ms <= duration_ms:
                 continue
             if regex is not None and regex.fullmatch(tid) is None:
                 continue
