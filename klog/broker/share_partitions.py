@@ -324,9 +324,11 @@ class SharePartition:
         """Applies one acknowledgement batch: ``types`` has one type for every offset of [first, last], or a
         single type for all of them. Validates the whole batch before changing anything."""
         checked = self.check_acknowledgement(member_id, first, last, types)
-        if checked is None:
-            return
-        first, types = checked
+        if checked is not None:
+            self.apply_acknowledgement(checked[0], last, checked[1], now_ms)
+
+    def apply_acknowledgement(self, first: int, last: int, types: list[int], now_ms: int) -> None:
+        """Applies a batch :meth:`check_acknowledgement` accepted, as it returned it (first, types)."""
         if len(types) == 1:
             ranges = [(first, last, types[0])]
         else:   # runs of one type

@@ -179,11 +179,20 @@ class CreatableTopic:
 
     @staticmethod
     def from_request(item: CreateTopicsRequestCreatableTopic) -> CreatableTopic:
-        indexes = [a.partition_index for a in item.assignments or []]
-        repeated = next((i for n, i in enumerate(indexes) if i in indexes[:n]), None)
         return CreatableTopic(item.name, item.num_partitions, item.replication_factor,
                               {a.partition_index: list(a.broker_ids) for a in item.assignments or []} or None,
-                              {c.name: c.value for c in item.configs or []}, repeated)
+                              {c.name: c.value for c in item.configs or []},
+                              _first_repeated(a.partition_index for a in item.assignments or []))
+
+
+def _first_repeated(indexes: Iterable[int]) -> int | None:
+    """The first index named a second time (one pass: a request may name 10,000)."""
+    seen: set[int] = set()
+    for index in indexes:
+        if index in seen:
+            return index
+        seen.add(index)
+    return None
 
 
 @dataclass

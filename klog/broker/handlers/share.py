@@ -435,6 +435,7 @@ def _acknowledge(broker: HandlerBroker, group_id: str, member_id: str, name: str
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION   # loaded it) is not acknowledged, nor created
     sp.expire_locks(now_ms)
     held_last = None   # the last offset of the batch before, when the member still holds it once acknowledged
+    accepted: list[tuple[int, int, list[int]]] = []   # (first, last, types) of each batch, checked once
     try:
         for b in batches:
             types = list(b.acknowledge_types)
@@ -442,10 +443,12 @@ def _acknowledge(broker: HandlerBroker, group_id: str, member_id: str, name: str
             if checked is not None and checked[0] == held_last:
                 raise ShareStateError(ErrorCode.INVALID_RECORD_STATE, f"offset {held_last} acknowledged twice")
             held_last = b.last_offset if checked is not None and types[-1] != RENEW else None
+            if checked is not None:
+                accepted.append((checked[0], b.last_offset, checked[1]))
     except ShareStateError as e:
         return e.code
-    for b in batches:
-        sp.acknowledge(member_id, b.first_offset, b.last_offset, list(b.acknowledge_types), now_ms)
+    for first, last, types in accepted:
+        sp.apply_acknowledgement(first, last, types, now_ms)
     return ErrorCode.NONE
 
 
