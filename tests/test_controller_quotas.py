@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace as NS
 
-from klog.controller.quotas import alter_client_quotas
+import asyncio
+
+from klog.controller.apis import resolvable_host_names
+from klog.controller.quotas import alter_client_quotas, ip_host_names
 from klog.metadata.delta import replay
 from klog.metadata.image import MetadataImage
 from klog.protocol.errors import ErrorCode
@@ -16,8 +19,9 @@ def entry(entity, **ops):
               ops=[NS(key=k, value=0.0 if v is None else float(v), remove=v is None) for k, v in ops.items()])
 
 
-def apply(image, *entries, validate_only=False):
-    result = alter_client_quotas(list(entries), image, validate_only=validate_only)
+def apply(image, *entries, validate_only=False, resolvable_hosts=frozenset()):
+    result = alter_client_quotas(list(entries), image, validate_only=validate_only,
+                                 resolvable_hosts=resolvable_hosts)
     image, _ = replay(image, list(result.records))
     return image, [(r["error_code"], r["error_message"]) for r in result.response], result.records
 
@@ -71,3 +75,22 @@ def test_ip_quotas():
                               entry([("ip", None)], connection_creation_rate=50))
     assert answers == [(0, None), (0, None)]
     assert image.client_quotas[(("ip", None),)] == {"connection_creation_rate": 50.0}
+
+
+def test_ip_entity_host_names_are_decided_from_the_names_resolved_before_not_looked_up():
+    entries = [entry([("ip", "broker-host.example")], connection_creation_rate=5),
+               entry([("ip", "10.0.0.2")], connection_creation_rate=5), entry([("ip", None)], connection_creation_rate=5),
+               entry([("ip", "::1")], connection_creation_rate=5), entry([("user", "u")], producer_byte_rate=5)]
+    assert ip_host_names(entries) == {"broker-host.example"}   # addresses and defaults need no lookup
+    _, answers, _ = apply(MetadataImage(), *entries[:2])
+    assert answers == [(ErrorCode.INVALID_REQUEST, "broker-host.example is not a valid IP or resolvable host."),
+                       (0, None)]
+    image, answers, _ = apply(MetadataImage(), *entries[:2], resolvable_hosts={"broker-host.example"})
+    assert answers == [(0, None), (0, None)]
+    assert image.client_quotas[(("ip", "broker-host.example"),)] == {"connection_creation_rate": 5.0}
+
+
+def test_host_names_resolve_off_the_loop_and_unresolvable_ones_are_left_out():
+    names = {"localhost", "no-such-host.invalid", "x" * 300}   # an over-long label fails to encode, not a crash
+    assert asyncio.run(resolvable_host_names(names)) == {"localhost"}
+    assert asyncio.run(resolvable_host_names(set())) == frozenset()

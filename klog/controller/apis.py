@@ -44,7 +44,7 @@ from klog.controller.features import UPGRADE, FeatureUpdate, kraft_version, upda
 from klog.controller.elections import PREFERRED, ElectionError, elect_leaders
 from klog.controller.partition_change import unclean_election_allowed
 from klog.controller.producer_ids import allocate_producer_ids
-from klog.controller.quotas import alter_client_quotas
+from klog.controller.quotas import alter_client_quotas, ip_host_names
 from klog.controller.reassignments import alter_partition_reassignments, list_partition_reassignments
 from klog.controller.result import ControllerResult
 from klog.controller.scram import alter_user_scram_credentials
@@ -182,6 +182,9 @@ CONTROLLER_ONLY_API_VERSIONS: dict[int, tuple[int, int]] = {32: DESCRIBE_CONFIGS
 _ZERO_UUID = uuid.UUID(int=0)
 #: the longest a pass of the expired-token check waits for its commit before the next pass
 TOKEN_EXPIRY_COMMIT_TIMEOUT_S = 30.0
+#: the longest AlterClientQuotas waits for its IP entities' host names to resolve (all at once); a name not
+#: resolved by then is answered as not resolvable
+QUOTA_HOST_RESOLVE_TIMEOUT_S = 5.0
 R = TypeVar("R")
 T = TypeVar("T")
 E = TypeVar("E", bound="ErrorItem")
@@ -217,6 +220,21 @@ def _nothing_deleted(item: DeleteAclsResponseFilterResult, exc: TopicError) -> N
 async def _answered(answer: T) -> T:
     """An answer ready now, as an awaitable."""
     return answer
+
+
+async def resolvable_host_names(names: Iterable[str], timeout: float = QUOTA_HOST_RESOLVE_TIMEOUT_S
+                                ) -> frozenset[str]:
+    """The ``names`` that resolve to an address (Kafka's ``InetAddress.getByName``), looked up at once on the
+    loop's resolver threads within ``timeout`` seconds; those still unresolved then are left out."""
+    loop = asyncio.get_running_loop()
+    lookups = {asyncio.ensure_future(loop.getaddrinfo(name, None)): name for name in names}
+    if not lookups:
+        return frozenset()
+    done, pending = await asyncio.wait(lookups, timeout=timeout)
+    for lookup in pending:
+        lookup.cancel()
+    return frozenset(lookups[lookup] for lookup in done
+                     if not lookup.cancelled() and lookup.exception() is None)
 
 
 def now_ms() -> int:
@@ -586,10 +604,13 @@ class ControllerApis:
     # ---- client quotas ------------------------------------------------------------------------------
 
     async def alter_client_quotas(self, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
-        """ClientQuotaRecords (klog.controller.quotas); ``validate_only``: the answers, nothing written."""
+        """ClientQuotaRecords (klog.controller.quotas); ``validate_only``: the answers, nothing written. The IP
+        entities' host names are resolved first, off the event loop (Kafka resolves them on its controller thread,
+        which a slow resolver then holds)."""
         entries, validate_only = list(request.entries), bool(request.validate_only)
-        results = await self._write(lambda image: alter_client_quotas(entries, image, validate_only=validate_only),
-                                    _items)
+        resolvable = await resolvable_host_names(ip_host_names(entries))
+        results = await self._write(lambda image: alter_client_quotas(entries, image, validate_only=validate_only,
+                                                                      resolvable_hosts=resolvable), _items)
         return {"throttle_time_ms": 0, "entries": results}
 
     # ---- features ----------------------------------------------------------------------------------

@@ -5,13 +5,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import TYPE_CHECKING
 
 from klog.controller.result import ControllerResult
 from klog.metadata.image import MetadataImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
-from klog.security.quotas import java_hash_map_order, quota_keys, validate_entity, validate_value
+from klog.security.quotas import (
+    ip_entity_host_names,
+    java_hash_map_order,
+    quota_keys,
+    validate_entity,
+    validate_value,
+)
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
@@ -20,15 +27,22 @@ if TYPE_CHECKING:
         AlterClientQuotasResponseEntryData,
     )
 
-__all__ = ["alter_client_quotas"]
+__all__ = ["alter_client_quotas", "ip_host_names"]
+
+
+def ip_host_names(entries: list[AlterClientQuotasRequestEntryData]) -> set[str]:
+    """The host names of the request's IP entities: what the caller resolves before :func:`alter_client_quotas`."""
+    return ip_entity_host_names({e.entity_type: e.entity_name for e in entry.entity} for entry in entries)
 
 
 def alter_client_quotas(entries: list[AlterClientQuotasRequestEntryData], image: MetadataImage, *,
-                        validate_only: bool = False) -> ControllerResult[list[AlterClientQuotasResponseEntryData]]:
+                        validate_only: bool = False, resolvable_hosts: Container[str] = frozenset()
+                        ) -> ControllerResult[list[AlterClientQuotasResponseEntryData]]:
     """One result per entity, in first-seen order (Kafka's: its hash map's), as Kafka's
     ``ClientQuotaControlManager.alterClientQuotas``: an entry with an error changes nothing, the others are
     applied; an entity named again (or given a key twice) answers INVALID_REQUEST "Ignoring duplicate entity",
-    what its first entry changed standing. ``validate_only``: the results, no records."""
+    what its first entry changed standing. ``validate_only``: the results, no records. ``resolvable_hosts``: the
+    IP entities' host names that resolved (:func:`ip_host_names`, looked up by the caller)."""
     out: list[MetadataRecord] = []
     results: dict[tuple[tuple[str, str | None], ...], AlterClientQuotasResponseEntryData] = {}
     for entry in entries:
@@ -41,7 +55,7 @@ def alter_client_quotas(entries: list[AlterClientQuotasRequestEntryData], image:
         if key in results or len({op.key for op in ops}) < len(ops):
             code, message, records = ErrorCode.INVALID_REQUEST, f"Ignoring duplicate entity {_java(entity)}", []
         else:
-            code, message, records = _alter_one(entity, ops, image)
+            code, message, records = _alter_one(entity, ops, image, resolvable_hosts)
         results[key] = {"error_code": code, "error_message": message,
                         "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()]}
         if code == ErrorCode.NONE:
@@ -61,9 +75,9 @@ def _java(entity: dict[str, str | None]) -> str:
     return f"ClientQuotaEntity(entries={{{inner}}})"
 
 
-def _alter_one(entity: dict[str, str | None], ops: list[AlterClientQuotasRequestOpData], image: MetadataImage
-               ) -> tuple[int, str | None, list[MetadataRecord]]:
-    problem = validate_entity(entity)
+def _alter_one(entity: dict[str, str | None], ops: list[AlterClientQuotasRequestOpData], image: MetadataImage,
+               resolvable_hosts: Container[str]) -> tuple[int, str | None, list[MetadataRecord]]:
+    problem = validate_entity(entity, resolvable_hosts)
     if problem is not None:
         return ErrorCode.INVALID_REQUEST, problem, []
     keys, problem = quota_keys(entity)

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import ipaddress
 import math
-import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 __all__ = ["CLIENT_ID", "DEFAULT_WINDOW_NUM", "DEFAULT_WINDOW_SIZE_MS", "IP", "IP_QUOTA_KEYS",
            "USER", "USER_CLIENT_QUOTA_KEYS", "MutationQuota", "MutationQuotaManager", "QuotaManager", "Rate",
            "TokenBucket", "quota_keys", "resolve_quota",
-           "java_hash_map_order", "validate_entity", "validate_value"]
+           "ip_entity_host_names", "is_ip_literal", "java_hash_map_order", "validate_entity", "validate_value"]
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 
@@ -44,10 +43,12 @@ IP_QUOTA_KEYS: Mapping[str, str] = {"connection_creation_rate": "int"}
 _MAX = {"short": 2 ** 15 - 1, "int": 2 ** 31 - 1, "long": 2 ** 63 - 1}
 
 
-def validate_entity(entity: Mapping[str, str | None]) -> str | None:
+def validate_entity(entity: Mapping[str, str | None], resolvable_hosts: Container[str] = frozenset()
+                    ) -> str | None:
     """Kafka's ClientQuotaControlManager.validateEntity, then its IP check: an error message (INVALID_REQUEST),
     or None. ``entity`` in Kafka's map order (:func:`java_hash_map_order`): the first type it does not handle or
-    empty name in that order is the one named."""
+    empty name in that order is the one named. ``resolvable_hosts``: the IP entities' host names that resolved
+    (Kafka's ``InetAddress.getByName``), looked up by the caller before the decision, which does no IO."""
     if not entity:
         return "Invalid empty client quota entity"
     for entity_type, name in entity.items():
@@ -56,9 +57,24 @@ def validate_entity(entity: Mapping[str, str | None]) -> str | None:
         if name is not None and name == "":
             return f"Empty {entity_type} not supported"
     name = entity.get(IP)
-    if name is not None and not _valid_ip(name):
+    if name is not None and not is_ip_literal(name) and name not in resolvable_hosts:
         return f"{name} is not a valid IP or resolvable host."
     return None
+
+
+def is_ip_literal(name: str) -> bool:
+    """An IPv4 or IPv6 address written out (no name to resolve)."""
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def ip_entity_host_names(entities: Iterable[Mapping[str, str | None]]) -> set[str]:
+    """The IP entities' names that are neither an address nor the default entity nor empty: the host names
+    :func:`validate_entity` needs resolved."""
+    return {name for entity in entities if (name := entity.get(IP)) and not is_ip_literal(name)}
 
 
 def java_hash_map_order(keys: Iterable[str], initial_capacity: int = 16) -> list[str]:
@@ -81,18 +97,6 @@ def java_hash_map_order(keys: Iterable[str], initial_capacity: int = 16) -> list
         return (h ^ (h >> 16)) & (capacity - 1)
 
     return sorted(items, key=bucket)   # stable: insertion order within a bucket
-
-
-def _valid_ip(name: str) -> bool:
-    """An IP address or a name that resolves (Kafka's ``InetAddress.getByName``)."""
-    try:
-        ipaddress.ip_address(name)
-    except ValueError:
-        try:
-            socket.getaddrinfo(name, None)
-        except (OSError, UnicodeError):
-            return False
-    return True
 
 
 def quota_keys(entity: Mapping[str, str | None]) -> tuple[Mapping[str, str] | None, str | None]:
