@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -20,6 +21,7 @@ from klog.broker.share_state import coordinator_key
 from klog.testing.cluster import KlogCluster
 from klog.testing.cluster_api import Cluster
 from klog.testing.kafka import KafkaCluster, KafkaStartError, find_kafka_libs
+from klog.testing.ports import free_port
 
 # the crashed members' sessions run out (10 s) well within the wait for redelivery: Kafka's SimpleAssignor gives
 # them partitions of their own until then. The internal topics are replicated to every node (klog's and Kafka's
@@ -316,3 +318,54 @@ def test_share_group_lag_is_known_where_the_group_coordinator_has_no_replica(tmp
                     break
                 assert time.monotonic() < deadline, f"the lags are not {want}: {offsets}"
                 time.sleep(0.3)
+
+
+def _list_offsets_answered(metrics_port: int) -> float:
+    """ListOffsets requests a klog node has answered (its Prometheus endpoint)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith('kafka_network_requestmetrics_requests_total{') and 'request="ListOffsets"' in line)
+
+
+def test_share_group_lags_ask_each_leader_once(tmp_path):
+    """The group coordinator asks each partition leader for the end offsets of all that leader's share-partitions
+    in one ListOffsets, the leaders at once (Kafka's PartitionMetadataClient batches per leader too). Six
+    single-replica partitions, two per broker: describing the group's offsets sends each of the two brokers that
+    are not the coordinator one ListOffsets. (klog asked partition by partition, each on a connection of its own:
+    two each.)"""
+    metrics = {node: free_port() for node in (1, 2, 3)}
+    with KlogCluster(tmp_path / "cluster", 3, properties=PROPERTIES, node_properties={
+            node: {"klog.metrics.listener": f"127.0.0.1:{port}"} for node, port in metrics.items()}) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        topic = f"spread-{uuid.uuid4().hex[:6]}"
+        with klog.AdminClient(bootstrap_servers=bootstrap) as admin:
+            admin.create_topics([klog.client.NewTopic(topic, replica_assignment={
+                i: [cluster.node_ids[i % 3]] for i in range(6)})])
+        cluster.wait_for_topic(topic, 6)
+        group = f"g-{topic}"
+        consumer = klog.ShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group)
+        try:
+            ready_to_read([consumer], 6)
+            _produce(bootstrap, topic, [f"r{i}".encode() for i in range(12)])
+            got: list = []
+            deadline = time.monotonic() + 60
+            while len(got) < 12:
+                assert time.monotonic() < deadline, f"only {len(got)} of 12 records delivered"
+                got.extend(consumer.poll(timeout=0.5))
+            consumer.commit_sync()
+        finally:
+            consumer.close()
+        want = {klog.client.TopicPartition(topic, p): 0 for p in range(6)}
+        with klog.AdminClient(bootstrap_servers=bootstrap) as admin:
+            deadline = time.monotonic() + 30
+            while True:   # every start offset written: each partition's lag 0, asked of its leader
+                before = {node: _list_offsets_answered(port) for node, port in metrics.items()}
+                offsets = admin.list_share_group_offsets(group)
+                after = {node: _list_offsets_answered(port) for node, port in metrics.items()}
+                if {tp: lag for tp, (_, lag) in offsets.items()} == want:
+                    break
+                assert time.monotonic() < deadline, f"the lags are not {want}: {offsets}"
+                time.sleep(0.3)
+        asked = {node: after[node] - before[node] for node in metrics}
+        assert sorted(asked.values()) == [0, 1, 1], asked

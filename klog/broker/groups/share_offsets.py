@@ -13,9 +13,10 @@ are dropped, so the next ShareFetch loads the new state.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from typing import Any
+from typing import Any, TypeVar
 
 from klog.protocol import ApiKey, Struct
 
@@ -23,10 +24,19 @@ from .errors import ErrorCode, GroupError
 from .share import ShareGroup
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # ListOffsets as a consumer asks it (replica -1, read uncommitted) for the latest offset: the leader's high watermark
 _LATEST, _LIST_OFFSETS_VERSION = -1, 4
 _END_OFFSET_TIMEOUT_MS = 30_000
+#: at most this many partitions in one ListOffsets to a leader for lags (a group's partitions are unbounded)
+_LIST_OFFSETS_MAX_PARTITIONS = 1000
+#: a lag ListOffsets answer's bound: a fixed part and an allowance per partition asked (its topic name included)
+_LIST_OFFSETS_RESPONSE_BYTES, _LIST_OFFSETS_BYTES_PER_PARTITION = 1 << 16, 512
+
+
+def _chunks(items: list[T], size: int) -> list[list[T]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 class ShareOffsetsAdmin:
@@ -56,38 +66,63 @@ class ShareOffsetsAdmin:
             return None, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
         return group, ErrorCode.NONE, None
 
-    async def _end_offset(self, topic: str, partition: int) -> int | None:
-        """The partition's end offset for its lag, as Kafka's ``PartitionMetadataClient.listLatestOffsets``: its
+    async def _end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+        """Each partition's end offset for its lag, as Kafka's ``PartitionMetadataClient.listLatestOffsets``: its
         leader's high watermark, read here when this broker leads it (or is the single node), else asked of the
-        leader (ListOffsets, latest, as a consumer). None when no leader is known or it did not answer (the lag is
-        then unknown). Before, only a local log was read: where the group coordinator held no replica of the
-        partition the lag was always -1, and a follower's high watermark could trail the leader's."""
+        leader: one ListOffsets (latest, as a consumer) per leader for all its partitions, the leaders asked at
+        once. None for a partition whose leader is unknown or did not answer (its lag is then unknown)."""
         context = self.coordinator.context
         endpoint_of = getattr(context, "partition_leader_endpoint", None)
         metadata = getattr(context, "metadata", None)
         if endpoint_of is None or metadata is None or metadata.controller is None:   # a single node leads them all
-            return self._local_high_watermark(topic, partition)
-        endpoint = endpoint_of(topic, partition, context.listener_name)
-        if endpoint is None:
-            return None
-        if endpoint[0] == context.node_id and not context.replicas.leader_error(topic, partition):
-            return self._local_high_watermark(topic, partition)
+            return {tp: self._local_high_watermark(*tp) for tp in partitions}
+        offsets: dict[tuple[str, int], int | None] = {}
+        by_leader: dict[tuple[int, str, int], list[tuple[str, int]]] = {}
+        for topic, partition in dict.fromkeys(partitions):
+            endpoint = endpoint_of(topic, partition, context.listener_name)
+            if endpoint is None:
+                offsets[(topic, partition)] = None
+            elif endpoint[0] == context.node_id and not context.replicas.leader_error(topic, partition):
+                offsets[(topic, partition)] = self._local_high_watermark(topic, partition)
+            else:
+                by_leader.setdefault(endpoint, []).append((topic, partition))
+        asked = [self._ask_leader(endpoint, chunk) for endpoint, leads in by_leader.items()
+                 for chunk in _chunks(leads, _LIST_OFFSETS_MAX_PARTITIONS)]
+        for answered in await asyncio.gather(*asked):
+            offsets.update(answered)
+        return offsets
+
+    async def _ask_leader(self, endpoint: tuple[int, str, int], partitions: list[tuple[str, int]]
+                          ) -> dict[tuple[str, int], int | None]:
+        """The leader's high watermarks of ``partitions`` by one ListOffsets; None for each it did not answer."""
+        context = self.coordinator.context
         node, host, port = endpoint
+        topics: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            topics.setdefault(topic, []).append(partition)
         body = Struct(replica_id=-1, isolation_level=0, topics=[Struct(name=topic, partitions=[Struct(
-            partition_index=partition, current_leader_epoch=-1, timestamp=_LATEST, max_num_offsets=1)])])
+            partition_index=p, current_leader_epoch=-1, timestamp=_LATEST, max_num_offsets=1) for p in parts])
+            for topic, parts in topics.items()])
+        offsets: dict[tuple[str, int], int | None] = dict.fromkeys(partitions)
         try:
-            conn = await context.inter_broker.open(host, port, node, client_id=f"klog-share-lag-{context.node_id}",
-                                                   request_timeout_ms=_END_OFFSET_TIMEOUT_MS,
-                                                   max_response_bytes=1 << 16, connect_timeout_ms=5000)
+            conn = await context.inter_broker.open(
+                host, port, node, client_id=f"klog-share-lag-{context.node_id}",
+                request_timeout_ms=_END_OFFSET_TIMEOUT_MS, connect_timeout_ms=5000,
+                max_response_bytes=_LIST_OFFSETS_RESPONSE_BYTES + _LIST_OFFSETS_BYTES_PER_PARTITION * len(partitions))
             try:
                 response = await conn.request(ApiKey.LIST_OFFSETS, body, version=_LIST_OFFSETS_VERSION)
             finally:
                 conn.close()
-        except Exception as exc:  # noqa: BLE001 - the lag is unknown
-            log.info("ListOffsets of %s-%d to node %d for a share-group lag failed: %s", topic, partition, node, exc)
-            return None
-        answered = response.topics[0].partitions[0]
-        return None if answered.error_code else int(answered.offset)
+        except Exception as exc:  # noqa: BLE001 - the lags are unknown
+            log.info("ListOffsets of %d partition(s) to node %d for a share-group lag failed: %s",
+                     len(partitions), node, exc)
+            return offsets
+        for topic in response.topics:
+            for answered in topic.partitions:
+                key = (topic.name, int(answered.partition_index))
+                if key in offsets and not answered.error_code:
+                    offsets[key] = int(answered.offset)
+        return offsets
 
     def _local_high_watermark(self, topic: str, partition: int) -> int | None:
         plog = self.coordinator.context.partition_log(topic, partition) \
@@ -117,35 +152,24 @@ class ShareOffsetsAdmin:
             for t in asked.topics:
                 known = catalog.by_name.get(t.topic_name)
                 wanted.append((t.topic_name, known[0] if known else None, list(t.partitions)))
-        topics = []
-        for name, tid, parts in wanted:
-            answers = []
-            for index in parts:
-                answers.append(await self._describe_partition(asked.group_id, name, tid, index))
-            topics.append(Struct(topic_name=name, topic_id=tid or uuid.UUID(int=0), partitions=answers))
+        summaries = {(name, index): await self._summary(asked.group_id, name, tid, index)
+                     for name, tid, parts in wanted for index in parts}
+        ends = await self._end_offsets([tp for tp, summary in summaries.items()
+                                        if summary is not None and not summary.error_code
+                                        and summary.start_offset >= 0])
+        topics = [Struct(topic_name=name, topic_id=tid or uuid.UUID(int=0),
+                         partitions=[_partition_answer(index, summaries[(name, index)], ends.get((name, index)))
+                                     for index in parts])
+                  for name, tid, parts in wanted]
         return Struct(group_id=asked.group_id, topics=topics, error_code=ErrorCode.NONE, error_message=None)
 
-    async def _describe_partition(self, group_id: str, name: str, tid: uuid.UUID | None, index: int) -> Struct:
-        def answer(code: int, start: int = -1, leader_epoch: int = 0, lag: int = -1) -> Struct:
-            return Struct(partition_index=index, start_offset=start, leader_epoch=leader_epoch, lag=lag,
-                          error_code=int(code), error_message=None)
-
+    async def _summary(self, group_id: str, name: str, tid: uuid.UUID | None, index: int) -> Any:
+        """The share-partition's state summary (ReadShareGroupStateSummary), None where it has no state."""
         count = self.coordinator.topic_catalog().by_name.get(name, (None, 0))[1]
         if tid is None or not 0 <= index < count:   # no such share-partition: no state, as Kafka answers it
-            return answer(ErrorCode.NONE)
+            return None
         store = self._store
-        if store is None:
-            return answer(ErrorCode.NONE)
-        summary = await store.summary(group_id, tid, index)
-        if summary.error_code:
-            return answer(summary.error_code)
-        lag = -1
-        hwm = await self._end_offset(name, index) if summary.start_offset >= 0 else None
-        if hwm is not None:
-            # Kafka's share-partition lag (KIP-1226): records from the start offset not yet delivered to completion
-            # (negative, as Kafka answers it, for a start offset altered past the end)
-            lag = hwm - summary.start_offset - max(summary.delivery_complete_count, 0)
-        return answer(ErrorCode.NONE, summary.start_offset, summary.leader_epoch, lag)
+        return None if store is None else await store.summary(group_id, tid, index)
 
     # -- AlterShareGroupOffsets ---------------------------------------------------------------------------------
     async def alter(self, header: Any, request: Any, client_host: str) -> Struct:
@@ -287,3 +311,21 @@ class ShareOffsetsAdmin:
             group.initialized.pop(tid, None)
         self._drop_cached(group.group_id)
         return ErrorCode.NONE
+
+
+def _partition_answer(index: int, summary: Any, end_offset: int | None) -> Struct:
+    """A share-partition's DescribeShareGroupOffsets answer from its state summary (None: no state) and its
+    leader's end offset (None: unknown, the lag -1)."""
+    if summary is None:
+        return Struct(partition_index=index, start_offset=-1, leader_epoch=0, lag=-1, error_code=ErrorCode.NONE,
+                      error_message=None)
+    if summary.error_code:
+        return Struct(partition_index=index, start_offset=-1, leader_epoch=0, lag=-1,
+                      error_code=int(summary.error_code), error_message=None)
+    lag = -1
+    if end_offset is not None and summary.start_offset >= 0:
+        # Kafka's share-partition lag (KIP-1226): records from the start offset not yet delivered to completion
+        # (negative, as Kafka answers it, for a start offset altered past the end)
+        lag = end_offset - summary.start_offset - max(summary.delivery_complete_count, 0)
+    return Struct(partition_index=index, start_offset=summary.start_offset, leader_epoch=summary.leader_epoch,
+                  lag=lag, error_code=ErrorCode.NONE, error_message=None)
