@@ -1352,3 +1352,43 @@ def test_share_consumer_close_with_the_cluster_down_is_bounded_by_its_timeout(tm
     closing.join()
     assert finished, "close(timeout=1.0) still running after 15 s with the cluster down"
     assert not raised, raised
+
+
+def test_acknowledgements_on_a_cancelled_poll_are_reported_to_the_commit_callback(tmp_path):
+    """A poll cancelled while its ShareFetch waits (``asyncio.wait_for`` around the asyncio consumer's poll) took
+    the pending acknowledgements with it: the callback is told they may not have been made. (Before, only an
+    Exception was reported: a cancellation dropped them and the callback was never told.)"""
+    import asyncio
+
+    import klog.aio
+
+    told = []
+
+    async def scenario(broker, topic):
+        async with klog.aio.ShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=f"g-{topic}",
+                                          acknowledgement_mode="explicit",
+                                          acknowledgement_commit_callback=lambda o, e: told.append((o, e))) as c:
+            deadline = time.monotonic() + 20
+            job = None
+            while job is None:   # markers until the share-partition reads new records, then the job
+                assert time.monotonic() < deadline, "the job was never delivered"
+                await asyncio.to_thread(_produce, broker, topic, [READY, b"job"])
+                for r in await c.poll(timeout=0.5):
+                    if r.value == b"job" and job is None:
+                        job = r
+                    else:
+                        c.acknowledge(r, "accept")
+                await c.commit_sync()
+            told.clear()
+            c.acknowledge(job, "reject")
+            with pytest.raises(asyncio.TimeoutError):   # the rejection's ShareFetch waits, then the poll is cut
+                await asyncio.wait_for(c.poll(timeout=10), 0.5)
+            await c.commit_sync()   # the callback is told what was kept for it
+            return job
+
+    with klog.Broker(str(tmp_path / "b"), config=dict(PROPERTIES)) as running:
+        broker = _Server("klog", running.bootstrap_servers)
+        topic = _topic(broker)
+        job = asyncio.run(scenario(broker, topic))
+    reported = [exc for offsets, exc in told if job.offset in offsets.get((topic, 0), ())]
+    assert len(reported) == 1 and isinstance(reported[0], klog.client.KafkaError), told

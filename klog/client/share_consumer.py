@@ -785,8 +785,12 @@ class AsyncShareConsumer:
                       topics=[Struct(topic_id=t, partitions=ps) for t, ps in topics.items()], forgotten_topics_data=[])
         try:
             r = await self.cluster.request(node, ApiKey.SHARE_FETCH, body, timeout=wait_ms / 1000 + 30)
-        except Exception as exc:   # the acknowledgements it carried were not made (or not known to be): told so
-            self._acks_completed(sent, dict.fromkeys(sent, exc))
+        except (Exception, asyncio.CancelledError) as exc:   # the acknowledgements it carried were not made (or
+            # not known to be): told so, also when the request or the poll was cancelled before the answer
+            told = exc if isinstance(exc, Exception) else KafkaError(
+                "the ShareFetch carrying these acknowledgements was cancelled before it was answered: whether "
+                "they were made is not known")
+            self._acks_completed(sent, dict.fromkeys(sent, told))
             raise
         if sent:
             outcomes: dict[tuple[str, int], Exception | None] = {}
