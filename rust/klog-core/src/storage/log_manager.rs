@@ -179,7 +179,7 @@ pub struct LogManager {
     default_config: Mutex<LogConfig>,
     /// Directories of deleted partitions (renamed `*-delete`) and when to remove them
     /// (`file.delete.delay.ms` after the delete).
-    deleted_dirs: Mutex<Vec<(i64, PathBuf)>>,
+    deleted_dirs: Mutex<Vec<(i64, usize, PathBuf)>>,
     /// The log cleaner's threads, once started.
     cleaner: Mutex<Option<LogCleaner>>,
     closed: Mutex<bool>,
@@ -580,10 +580,11 @@ impl LogManager {
         if still_listed {
             self.install_hook(&log, to);
         }
+        // the move is done: failing to remove the old copy takes its dir offline, it does not undo the move
         if delay == 0 {
-            fs::remove_dir_all(&doomed).ctx("delete", &doomed)?;
+            self.remove_deleted_dir(from, &doomed);
         } else {
-            self.deleted_dirs.lock().unwrap_or_else(|p| p.into_inner()).push((now_ms().saturating_add(delay), doomed));
+            self.deleted_dirs.lock().unwrap_or_else(|p| p.into_inner()).push((now_ms().saturating_add(delay), from, doomed));
         }
         for d in [from, to] {
             self.shared.write_or_offline(d, || {
@@ -628,10 +629,10 @@ impl LogManager {
             log.set_recovery_point_lowered_hook(None);
             if let Some((renamed, delay)) = log.rename_for_delete()? {
                 if delay == 0 {
-                    fs::remove_dir_all(&renamed).ctx("delete", &renamed)?;
+                    self.remove_deleted_dir(*d, &renamed);
                 } else {
                     let mut pending = self.deleted_dirs.lock().unwrap_or_else(|p| p.into_inner());
-                    pending.push((now.saturating_add(delay), renamed));
+                    pending.push((now.saturating_add(delay), *d, renamed));
                 }
             }
             dirs_touched.insert(*d);
@@ -700,7 +701,7 @@ impl LogManager {
     /// Remove deleted segments' files and deleted partitions' directories whose
     /// `file.delete.delay.ms` has passed; returns how many segments and directories were removed.
     pub fn delete_expired_files(&self, now: i64) -> StorageResult<usize> {
-        let mut n = self.remove_deleted_dirs(Some(now))?;
+        let mut n = self.remove_deleted_dirs(Some(now));
         for (d, l) in self.online_logs() {
             if self.shared.is_offline(d) {
                 continue;
@@ -718,25 +719,33 @@ impl LogManager {
     /// Directories of deleted partitions waiting for `file.delete.delay.ms`.
     pub fn pending_deleted_dirs(&self) -> Vec<PathBuf> {
         let pending = self.deleted_dirs.lock().unwrap_or_else(|p| p.into_inner());
-        pending.iter().map(|(_, p)| p.clone()).collect()
+        pending.iter().map(|(_, _, p)| p.clone()).collect()
     }
 
     /// Remove the deleted partition directories due by `now` (all of them with `None`).
-    fn remove_deleted_dirs(&self, now: Option<i64>) -> StorageResult<usize> {
-        let due: Vec<PathBuf> = {
+    fn remove_deleted_dirs(&self, now: Option<i64>) -> usize {
+        let due: Vec<(usize, PathBuf)> = {
             let mut pending = self.deleted_dirs.lock().unwrap_or_else(|p| p.into_inner());
-            let (due, keep): (Vec<_>, Vec<_>) = pending.drain(..).partition(|(at, _)| now.is_none_or(|n| *at <= n));
+            let (due, keep): (Vec<_>, Vec<_>) = pending.drain(..).partition(|(at, _, _)| now.is_none_or(|n| *at <= n));
             *pending = keep;
-            due.into_iter().map(|(_, p)| p).collect()
+            due.into_iter().map(|(_, d, p)| (d, p)).collect()
         };
-        for dir in &due {
-            match fs::remove_dir_all(dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e).ctx("delete", dir),
+        due.iter().filter(|(d, path)| self.remove_deleted_dir(*d, path)).count()
+    }
+
+    /// Remove a deleted (or moved-away) partition's directory `path` in log dir `dir`. A failure takes
+    /// that dir offline (Kafka's deletion hands the IOException to its LogDirFailureChannel) instead of
+    /// failing the deletion or move whose last step this is, and the other directories due are still
+    /// removed. True when the directory is gone.
+    fn remove_deleted_dir(&self, dir: usize, path: &Path) -> bool {
+        match fs::remove_dir_all(path) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+            Err(e) => {
+                self.shared.mark_offline(dir, &StorageError::io("delete", path, e).to_string());
+                false
             }
         }
-        Ok(due.len())
     }
 
     /// Retention over every log in an online dir; returns the number of segments deleted. A log
@@ -794,7 +803,7 @@ impl LogManager {
         }
         self.checkpoint()?;
         // Nothing is served after close: deleted partitions waiting for file.delete.delay.ms can go now.
-        self.remove_deleted_dirs(None)?;
+        self.remove_deleted_dirs(None);
         for (di, dir) in self.shared.dirs.iter().enumerate() {
             let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
             self.shared.write_or_offline(di, || {
@@ -853,6 +862,65 @@ mod tests {
         assert_eq!(log.log_end_offset(), 51);
         drop(log);
         mgr.close().unwrap();
+    }
+
+    /// Set a file's immutable attribute (`chattr +i`): even root cannot unlink it then, which makes a
+    /// directory's removal fail on demand.
+    fn set_immutable(file: &Path) {
+        let status = std::process::Command::new("chattr").arg("+i").arg(file).status();
+        assert!(matches!(status, Ok(s) if s.success()), "chattr on {} failed: {status:?} (needs root and ext4)", file.display());
+    }
+
+    /// Clears the immutable attribute of every file under its directory when dropped (before the
+    /// `TempDir` holding them, declared earlier), so a failed test leaves nothing it cannot remove.
+    struct ImmutableFiles(PathBuf);
+
+    impl Drop for ImmutableFiles {
+        fn drop(&mut self) {
+            fn walk(dir: &Path) {
+                for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+                    let path = entry.path();
+                    if path.is_dir() {
+                        walk(&path);
+                    } else {
+                        let _ = std::process::Command::new("chattr").arg("-i").arg(&path).status();
+                    }
+                }
+            }
+            walk(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_deleted_partitions_directory_that_cannot_be_removed_takes_its_dir_offline_and_the_others_go() {
+        for delay in [0, 1_000] {
+            let tmp = super::super::test_dir::TempDir::new("undeletable");
+            let _release = ImmutableFiles(tmp.0.clone());
+            let dirs = [tmp.0.join("a"), tmp.0.join("b")];
+            let config = LogConfig { file_delete_delay_ms: delay, ..LogConfig::default() };
+            let mgr = LogManager::open(&dirs, config).unwrap();
+            let stuck_log = mgr.create_in("t", 0, None, Some(&dirs[0])).unwrap();
+            let stuck_file = stuck_log.dir().join("stuck");
+            drop(stuck_log);
+            let other = mgr.create_in("t", 1, None, Some(&dirs[1])).unwrap().dir();
+            fs::write(&stuck_file, b"").unwrap();
+            set_immutable(&stuck_file);
+            // the deletion itself succeeds: both partitions are gone from the manager
+            assert_eq!(mgr.delete_topic("t").unwrap(), 2);
+            assert!(mgr.get("t", 0).is_none() && mgr.get("t", 1).is_none());
+            if delay > 0 {
+                assert_eq!(mgr.pending_deleted_dirs().len(), 2);
+                assert_eq!(mgr.delete_expired_files(now_ms() + delay + 1).unwrap(), 1, "delay {delay}");
+                assert!(mgr.pending_deleted_dirs().is_empty());
+            }
+            let offline: Vec<PathBuf> = mgr.offline_dirs().into_iter().map(|(d, _)| d).collect();
+            assert_eq!(offline, vec![dirs[0].clone()], "delay {delay}");
+            assert!(!other.exists(), "delay {delay}: the other dir's partition was left behind");
+            let leftover: Vec<PathBuf> = fs::read_dir(&dirs[0]).unwrap().map(|e| e.unwrap().path())
+                .filter(|p| p.to_string_lossy().ends_with("-delete")).collect();
+            assert_eq!(leftover.len(), 1, "delay {delay}");
+            mgr.close().unwrap();
+        }
     }
 
     /// The `.log` files of a partition directory, by base offset.
