@@ -31,7 +31,7 @@ from native_path_support import BrokerPair
 pytestmark = pytest.mark.timeout(240)
 
 #: Fetch versions klog advertises (Kafka 4 refuses v0-3), all read by the native path
-FETCH_VERSIONS = range(4, 17)
+FETCH_VERSIONS = range(4, 19)
 TOPICS = ("plain", "other")
 PARTITIONS = 3
 NOW = int(time.time() * 1000)
@@ -57,14 +57,16 @@ Wanted = list[tuple[str, list[tuple[int, int, int, int]]]]
 def fetch_frame(version: int, cid: int, ids: dict[str, uuid.UUID], wanted: Wanted, *, max_wait_ms: int = 0,
                 min_bytes: int = 1, max_bytes: int = 1 << 20, isolation_level: int = 0, session_id: int = 0,
                 session_epoch: int = -1, rack_id: str = "", replica_id: int = -1,
-                forgotten: list[tuple[str, list[int]]] | None = None) -> bytes:
+                forgotten: list[tuple[str, list[int]]] | None = None, tagged: dict[str, Any] | None = None) -> bytes:
+    """``tagged``: each partition's tagged fields (v17's replica_directory_id, v18's high_watermark)."""
     by_id = version >= 13
     body: dict[str, Any] = {
         "replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
         "isolation_level": isolation_level, "session_id": session_id, "session_epoch": session_epoch,
         "topics": [{"topic": name, "topic_id": ids.get(name, uuid.UUID(int=7)) if by_id else None,
                     "partitions": [{"partition": p, "current_leader_epoch": epoch, "fetch_offset": offset,
-                                    "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": pmax}
+                                    "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": pmax,
+                                    **(tagged or {})}
                                    for p, offset, pmax, epoch in parts]} for name, parts in wanted],
         "forgotten_topics_data": [{"topic": name, "topic_id": ids.get(name) if by_id else None, "partitions": parts}
                                   for name, parts in forgotten or []],
@@ -174,7 +176,28 @@ def test_every_version_answers_several_topics_and_byte_limits_with_the_python_pa
     assert pair.native_served() == before + 4
 
 
-@pytest.mark.parametrize("version", [4, 11, 12, 16])
+@pytest.mark.parametrize("version", [17, 18])
+def test_the_replica_directory_id_and_high_watermark_are_read_past_natively_with_the_python_paths_bytes(pair, version):
+    """Fetch v17/v18's tagged partition fields (KIP-853, KIP-1166) change nothing a broker answers (Kafka's broker
+    reads neither): served natively, a stale high watermark not ending a long poll early."""
+    tagged: dict[str, Any] = {"replica_directory_id": uuid.UUID(int=3)}
+    if version >= 18:
+        tagged["high_watermark"] = 0
+    before = pair.native_served()
+    answer = pair.same(lambda cid, ids: fetch_frame(version, cid, ids, [("plain", [(0, 0, 1 << 20, -1)])],
+                                                    tagged=tagged))
+    [p] = partitions_of(answer, version)
+    assert (p.error_code, p.high_watermark) == (0, LOG_END) and len(p.records) > 0
+    started = time.monotonic()
+    answer = pair.same(lambda cid, ids: fetch_frame(version, cid, ids, [("other", [(1, LOG_END, 1 << 20, -1)])],
+                                                    max_wait_ms=200, tagged=tagged))
+    assert time.monotonic() - started >= 0.2
+    [p] = partitions_of(answer, version)
+    assert (p.error_code, p.high_watermark, len(p.records or b"")) == (0, LOG_END, 0)
+    assert pair.native_served() == before + 2
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 16, 18])
 def test_an_empty_long_poll_waits_natively_and_answers_the_python_paths_bytes_at_its_deadline(pair, version):
     before = pair.native_served()
     started = time.monotonic()

@@ -28,7 +28,7 @@ from klog.records import encode_batch
 
 pytestmark = pytest.mark.timeout(240)
 
-FETCH_VERSIONS = range(4, 17)
+FETCH_VERSIONS = range(4, 19)
 #: leader node -> its topics (the same names' length, so the placeholder fits both)
 LEADS = {1: ("ta", "sa"), 2: ("tb", "sb")}
 PARTITIONS = 2

@@ -197,7 +197,7 @@ def test_a_large_multi_partition_produce_is_served_by_the_front_with_the_python_
             stats = front.stats()
             served, large, handoffs = (stats["native_front_requests"], stats["native_front_large_frames"],
                                        stats["native_front_handoffs"])
-            parts = [(i, batch(40, size=4000 + 1000 * version)) for i in range(3)]
+            parts = [(i, batch(40, size=4000 + 1000 * (version - 3))) for i in range(3)]   # under the 2 MiB bound
             frame_of = lambda cid, p=parts, v=version, a=acks: produce_frame(  # noqa: E731
                 v, cid, [("plain", p), ("gzipped", [(1, batch(30, size=3000))])], acks=a)
             assert len(frame_of(1)) > 400 * 1024

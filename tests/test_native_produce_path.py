@@ -28,9 +28,9 @@ from native_path_support import BrokerPair, produce_with_two_clients, read_with_
 
 pytestmark = pytest.mark.timeout(180)
 
-PRODUCE_VERSIONS = range(0, 13)
+PRODUCE_VERSIONS = range(0, 14)
 #: Produce versions the native path serves (Kafka 4 refuses v0-2, and so does klog's Python path)
-NATIVE_VERSIONS = range(3, 13)
+NATIVE_VERSIONS = range(3, 14)
 TOPICS: dict[str, dict[str, str]] = {
     "plain": {},
     "gzipped": {"compression.type": "gzip"},
@@ -45,12 +45,35 @@ def batch(count: int = 1, *, key: bytes | None = b"k", size: int = 20, **options
                         **options)
 
 
+def stand_in_id(name: str) -> uuid.UUID:
+    """The topic id a v13 frame names ``name`` by: the two brokers give a topic different ids, so each broker's frame
+    gets its own in place of this one (:meth:`Pair.frames`), and its answer this one back (:meth:`Pair.normalized`).
+    A name no broker has stays an id no topic has."""
+    return uuid.UUID(bytes=name.encode().ljust(16, b"#")[:16])
+
+
 def produce_frame(version: int, cid: int, topic_data: list[tuple[str, list[tuple[int, bytes | None]]]], *,
                   acks: int = 1, timeout_ms: int = 5000, transactional_id: str | None = None) -> bytes:
+    """From v13 (KIP-516) each topic is named by :func:`stand_in_id` of its name."""
     body = {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms,
-            "topic_data": [{"name": name, "partition_data": [{"index": i, "records": r} for i, r in parts]}
+            "topic_data": [{"name": name, "topic_id": stand_in_id(name) if version >= 13 else None,
+                            "partition_data": [{"index": i, "records": r} for i, r in parts]}
                            for name, parts in topic_data]}
     return encode_request(ApiKey.PRODUCE, version, cid, "native-test", body)
+
+
+def topic_ids(wire: WireClient) -> dict[bytes, bytes]:
+    """Each topic's :func:`stand_in_id` bytes mapped to the broker's id bytes for it."""
+    response = wire.request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                  "include_topic_authorized_operations": False})
+    return {stand_in_id(t.name).bytes: t.topic_id.bytes for t in response.topics}
+
+
+def with_ids(data: bytes, ids: dict[bytes, bytes], *, back: bool = False) -> bytes:
+    """``data`` with each stand-in id replaced by the broker's (``back``: the other way)."""
+    for stand_in, real in ids.items():
+        data = data.replace(real, stand_in) if back else data.replace(stand_in, real)
+    return data
 
 
 def one_replica_routes(log: Any, topic: str, max_bytes: int = 1 << 20) -> Any:
@@ -71,9 +94,21 @@ def learn_one_replica(routes: Any, log: Any, topic: str, max_bytes: int = 1 << 2
 
 
 class Pair(BrokerPair):
-    """The same Produce frames to a broker with the native path and one without."""
+    """The same Produce frames to a broker with the native path and one without (from v13 each naming the topics
+    by the ids its broker gave them)."""
 
     stat = "native_produce_requests"
+
+    def __init__(self, native: Any, python: Any) -> None:
+        super().__init__(native, python)
+        self.ids = [topic_ids(wire) for wire in self.wires]
+
+    def frames(self, frame_of: Any, cid: int) -> list[bytes]:
+        frame = frame_of(cid)
+        return [with_ids(frame, ids) for ids in self.ids]
+
+    def normalized(self, answer: bytes, which: int, **options: Any) -> bytes:
+        return with_ids(answer, self.ids[which], back=True)
 
 
 def error_codes(answer: bytes, version: int) -> list[int]:
@@ -110,6 +145,32 @@ def test_every_served_version_answers_a_one_record_produce_with_the_python_paths
     answer = pair.same(lambda cid: produce_frame(version, cid, [("plain", [(0, batch())])], acks=acks))
     assert error_codes(answer, version) == [0]
     assert pair.native_served() == before + 1
+
+
+def test_v13_topic_ids_no_topic_has_get_the_python_paths_answer_and_known_ids_are_served_natively(pair):
+    """Produce v13 names topics by id (KIP-516): the native path knows the ids of the topics it routes; an id no topic
+    has (the zero id too) is the Python path's, answered UNKNOWN_TOPIC_ID per partition with the id echoed; one
+    partition named twice is the Python path's (answered once), as with names."""
+    before = pair.native_served()
+    answer = pair.same(lambda cid: produce_frame(13, cid, [("plain", [(0, batch())]), ("small", [(1, batch())])]))
+    assert error_codes(answer, 13) == [errors.NONE, errors.NONE]
+    assert pair.native_served() == before + 1
+    unknown = pair.same(lambda cid: produce_frame(13, cid, [("plain", [(0, batch())]), ("no-such", [(0, batch()),
+                                                                                                  (1, batch())])]))
+    _, response = decode_response(ApiKey.PRODUCE, 13, unknown)
+    assert [(t.topic_id, [(p.index, p.error_code) for p in t.partition_responses]) for t in response.responses] == [
+        (stand_in_id("plain"), [(0, errors.NONE)]),
+        (stand_in_id("no-such"), [(0, errors.UNKNOWN_TOPIC_ID), (1, errors.UNKNOWN_TOPIC_ID)])]
+    zero = pair.same(lambda cid: produce_frame(13, cid, [("plain", [(0, batch())])]).replace(
+        stand_in_id("plain").bytes, bytes(16)))
+    assert error_codes(zero, 13) == [errors.UNKNOWN_TOPIC_ID]
+    assert pair.native_served() == before + 1
+    twice = pair.same(lambda cid: produce_frame(13, cid, [("plain", [(0, batch())]), ("plain", [(1, batch())])]))
+    assert error_codes(twice, 13) == [errors.NONE, errors.NONE]   # one id in two entries: native, as names are
+    assert pair.native_served() == before + 2
+    same = pair.same(lambda cid: produce_frame(13, cid, [("plain", [(0, batch())]), ("plain", [(0, batch())])]))
+    assert error_codes(same, 13) == [errors.NONE]   # one partition twice: the Python path's, answered once
+    assert pair.native_served() == before + 2
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
@@ -441,15 +502,19 @@ class ClusterPair:
         self.clusters = (native, python)
         self.metrics_ports = metrics_ports
         self.cid = 0
+        self.ids = []
+        for cluster in self.clusters:
+            with cluster.wire(1) as wire:
+                self.ids.append(topic_ids(wire))
 
     def answers(self, node: int, frame_of_cid: Any) -> tuple[bytes, bytes]:
         self.cid += 1
         frame = frame_of_cid(self.cid)
         wires = [cluster.wire(node) for cluster in self.clusters]
         try:
-            for wire in wires:
-                wire.send_raw(frame)
-            native, python = (wire.read_frame() for wire in wires)
+            for wire, ids in zip(wires, self.ids):
+                wire.send_raw(with_ids(frame, ids))
+            native, python = (with_ids(wire.read_frame(), ids, back=True) for wire, ids in zip(wires, self.ids))
         finally:
             for wire in wires:
                 wire.close()

@@ -8,7 +8,9 @@ unchanged. The native call serves only what the Python path has already judged: 
 (``klog/broker/handlers/produce.py::_route_natively``) and forgotten at every change that could alter that
 judgement (any metadata image a broker applies, a config, a leader epoch, a log dir going offline). Everything
 else is left to Python: unrouted partitions, any batch the checks refuse, malformed frames, and
-connections under a client quota, an unfinished SASL login, or request tracing. Idempotent producers' batches are
+connections under a client quota, an unfinished SASL login, or request tracing. Produce v13 names topics by id
+(KIP-516): the routes know the id of each routed topic, and a request naming any other id is the Python path's
+(UNKNOWN_TOPIC_ID). Idempotent producers' batches are
 served when their partition's producer table (``klog._native.ProducerTable``, which the broker's
 ``klog/broker/producer_state.py::ProducerStateManager`` sets on the log) takes them as next in sequence: the native
 call locks the request's tables, checks every batch, appends and records them under the locks (as Kafka checks,

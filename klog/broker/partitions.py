@@ -490,12 +490,14 @@ class PartitionManager:
         policy given here: the native Produce path may append to it too (with its current leader epoch) until
         :meth:`forget_native_routes`."""
         log_ = self._logs.get((topic, partition))
-        if self.native_routes is None or log_ is None:
+        entry = self.topics.get(topic)
+        if self.native_routes is None or log_ is None or entry is None:
             return
         self.native_routes.learn(topic, partition, log_, leader_epoch=self._leader_epochs.get((topic, partition), 0),
                                  replicated=replicated, max_message_bytes=max_message_bytes, compacted=compacted,
                                  create_time=create_time, before_max_ms=before_max_ms, after_max_ms=after_max_ms,
-                                 compression=compression, compression_level=compression_level)
+                                 compression=compression, compression_level=compression_level,
+                                 topic_id=entry.topic_id.bytes)
 
     def learn_fetch_route(self, topic: str, partition: int, log_: Any) -> None:
         """The Python path has just served a consumer's or a replica's fetch of ``topic``-``partition`` as its

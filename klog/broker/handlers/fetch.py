@@ -292,7 +292,7 @@ def _invalid_isolation_level(request: FetchRequest, uses_topic_ids: bool) -> Fet
             "session_id": getattr(request, "session_id", 0), "responses": responses}
 
 
-@handler(1, 4, 16)
+@handler(1, 4, 18)
 async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     version = ctx.api_version
     uses_topic_ids = version >= 13

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -214,15 +215,26 @@ _ATTRIBUTES_END = 23
 _TRANSACTIONAL_BIT = 0x10
 
 
-def _partitions(request: ProduceRequest) -> list[tuple[str, list[tuple[int, RequestRecords | bytes | None]]]]:
-    """The request's topics and their partitions' records, in request order, each partition once: Kafka keys a
-    Produce's partitions by topic and partition (``KafkaApis.handleProduceRequest``), so a partition named again,
-    in its topic's entry or in another entry of the topic, is appended once, with the records of its last entry,
-    and answered once, in its topic's first entry (the topic's entries then answered as one, as Kafka does)."""
-    entries = [(t.name, [(p.index, p.records) for p in t.partition_data]) for t in request.topic_data]
+#: the first Produce version naming topics by id instead of by name (KIP-516)
+FIRST_TOPIC_ID_VERSION = 13
+
+#: a topic as a Produce names it: by name before v13, by id from v13
+TopicKey = str | uuid.UUID
+
+
+def _partitions(request: ProduceRequest, version: int
+                ) -> list[tuple[TopicKey, list[tuple[int, RequestRecords | bytes | None]]]]:
+    """The request's topics (names, ids from v13) and their partitions' records, in request order, each partition
+    once: Kafka keys a Produce's partitions by topic and partition (``KafkaApis.handleProduceRequest``), so a
+    partition named again, in its topic's entry or in another entry of the topic, is appended once, with the
+    records of its last entry, and answered once, in its topic's first entry (the topic's entries then answered as
+    one, as Kafka does)."""
+    by_id = version >= FIRST_TOPIC_ID_VERSION
+    entries: list[tuple[TopicKey, list[tuple[int, RequestRecords | bytes | None]]]] = [
+        (t.topic_id if by_id else t.name, [(p.index, p.records) for p in t.partition_data]) for t in request.topic_data]
     if len(entries) == 1 and len(entries[0][1]) == 1:
         return entries   # the common request: one partition
-    topics: dict[str, dict[int, RequestRecords | bytes | None]] = {}
+    topics: dict[TopicKey, dict[int, RequestRecords | bytes | None]] = {}
     count = 0
     for name, partitions in entries:
         named = topics.setdefault(name, {})
@@ -234,7 +246,7 @@ def _partitions(request: ProduceRequest) -> list[tuple[str, list[tuple[int, Requ
 
 
 def _has_transactional_records(
-        topics: list[tuple[str, list[tuple[int, RequestRecords | bytes | None]]]]) -> bool:
+        topics: list[tuple[TopicKey, list[tuple[int, RequestRecords | bytes | None]]]]) -> bool:
     """Kafka's ``ProduceRequest.hasTransactionalRecords``: the first batch of any partition is a magic v2 batch
     marked transactional (a request without a transactional id sending one is refused whole with
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED, every partition of it, before any other check). Kafka looks at each
@@ -244,7 +256,16 @@ def _has_transactional_records(
                for _, partitions in topics for _, records in partitions)
 
 
-@handler(0, 0, 12)
+def _named(broker: HandlerBroker, key: TopicKey) -> tuple[str | None, uuid.UUID | None]:
+    """A request's topic as (its name, its id from v13): the name of a v13 topic id is the metadata image's (None:
+    no topic has that id, the zero id, a deleted topic's, answered UNKNOWN_TOPIC_ID as Kafka does)."""
+    if isinstance(key, str):
+        return key, None
+    known = broker.metadata.topic_by_id(key)
+    return (known.name if known is not None else None), key
+
+
+@handler(0, 0, 13)
 def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceRequest
                    ) -> ProduceResponse | None | AnswerWhenReplicated | Coroutine[Any, Any, ProduceResponse | None]:
     """The response; None for acks=0 (nothing is sent); AnswerWhenReplicated when acks=all answers wait for the
@@ -263,7 +284,7 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceR
     waits: list[AckWait] = []
     #: the authorization error of every partition (Write on the TransactionalId), or of each topic (Write)
     refused_all = 0
-    topics = _partitions(request)
+    topics = _partitions(request, version)
     transactional_id = getattr(request, "transactional_id", None)
     if transactional_id is None:
         if _has_transactional_records(topics):   # Kafka: the whole request, before any other check
@@ -274,11 +295,16 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceR
     #: a producer's first transactional batches on partitions: appended once the coordinator says they are in its
     #: transaction (KIP-890): (responses list, slot, topic, partition, batch)
     unverified: list[tuple[list[ProduceResponsePartitionProduceResponse], int, str, int, ProducedBatch]] = []
-    for name, partition_data in topics:
+    for key, partition_data in topics:
+        known_name, topic_id = _named(broker, key)
+        name = known_name or ""
         topic = manager.topics.get(name)
         partition_responses: list[ProduceResponsePartitionProduceResponse] = []
-        responses.append({"name": name, "partition_responses": partition_responses})
+        responses.append({"name": name, "partition_responses": partition_responses} if topic_id is None else
+                         {"name": name, "topic_id": topic_id, "partition_responses": partition_responses})
         refused = refused_all
+        if not refused and known_name is None:
+            refused = errors.UNKNOWN_TOPIC_ID   # v13: before authorization, as Kafka's handleProduceRequest
         if not refused and broker.access is not None and not authz.allowed(
                 broker, ctx, authz.AclOperation.WRITE, authz.ResourceType.TOPIC, name):
             refused = errors.TOPIC_AUTHORIZATION_FAILED   # whether or not the topic exists

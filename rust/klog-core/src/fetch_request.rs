@@ -1,4 +1,4 @@
-//! Sans-IO codec of whole Fetch request frames (v4-v16, every version klog advertises) and of
+//! Sans-IO codec of whole Fetch request frames (v4-v18, every version klog advertises) and of
 //! their answers, for the broker's native Fetch path (`klog/broker/native_fetch.py`).
 //!
 //! The decoder borrows from the frame (topic names, client id, rack id are slices of it). It never
@@ -17,8 +17,8 @@ pub const FETCH_API_KEY: i16 = 1;
 /// The first Fetch version the native path reads (Kafka 4 removed v0-3, which klog refuses).
 pub const MIN_NATIVE_VERSION: i16 = 4;
 /// The last Fetch version the native path reads (v17 adds the replica directory id, v18 a high
-/// watermark: replicas' fields).
-pub const MAX_NATIVE_VERSION: i16 = 16;
+/// watermark, both tagged fields of a partition that a broker ignores as Kafka's does: read past).
+pub const MAX_NATIVE_VERSION: i16 = 18;
 /// Fetch versions from this one are flexible (compact strings and arrays, tagged fields).
 const FIRST_FLEXIBLE_VERSION: i16 = 12;
 /// Topics are named by id from this version (KIP-516).

@@ -11,7 +11,7 @@
 //! the buffer it is served from and nothing after it is read meanwhile. Once served,
 //! [`InBuf::shrink`] returns to the small buffer and says how many bytes to release.
 
-use crate::produce_request::{FIRST_FLEXIBLE_VERSION, MAX_NATIVE_VERSION, MIN_NATIVE_VERSION};
+use crate::produce_request::{FIRST_FLEXIBLE_VERSION, FIRST_TOPIC_ID_VERSION, MAX_NATIVE_VERSION, MIN_NATIVE_VERSION};
 use crate::wire::{FrameError, Reader};
 
 /// What the buffer holds at its start.
@@ -261,7 +261,11 @@ fn peek_produce(prefix: &[u8], max_version: i16) -> Result<bool, FrameError> {
     if r.array_len(flexible, 1, "topic_data")? == 0 {
         return Ok(false);
     }
-    r.string(flexible, "topic_data.name")?;
+    if version >= FIRST_TOPIC_ID_VERSION {
+        r.uuid("topic_data.topic_id")?;
+    } else {
+        r.string(flexible, "topic_data.name")?;
+    }
     if r.array_len(flexible, 1, "partition_data")? == 0 {
         return Ok(false);
     }
@@ -459,7 +463,11 @@ mod tests {
         f.extend_from_slice(&acks.to_be_bytes());
         f.extend_from_slice(&30000i32.to_be_bytes());
         put_len(&mut f, flexible, 1);
-        put_string(&mut f, flexible, "topic");
+        if version >= FIRST_TOPIC_ID_VERSION {
+            f.extend_from_slice(&[5; 16]);
+        } else {
+            put_string(&mut f, flexible, "topic");
+        }
         put_len(&mut f, flexible, 1);
         f.extend_from_slice(&3i32.to_be_bytes());
         put_len(&mut f, flexible, records.len());
@@ -609,7 +617,7 @@ mod tests {
 
     #[test]
     fn every_prefix_short_of_the_first_producer_id_is_unknown() {
-        for version in [3, 9] {
+        for version in [3, 9, 13] {
             let frame = produce(version, None, 1, &batch(0, -1, 100));
             let records_at = frame.len() - 161 - if version >= 9 { 3 } else { 0 };
             let needed = records_at + BATCH_PRODUCER_ID_AT + 8;

@@ -1,4 +1,4 @@
-//! Sans-IO codec of whole Produce request frames (v3-v11) and of their answers, for the broker's
+//! Sans-IO codec of whole Produce request frames (v3-v13) and of their answers, for the broker's
 //! native Produce path (`klog/broker/native_produce.py`).
 //!
 //! The decoder borrows from the frame: topic names, client id and each partition's records are
@@ -15,7 +15,9 @@ pub const PRODUCE_API_KEY: i16 = 0;
 pub const MIN_NATIVE_VERSION: i16 = 3;
 /// The last Produce version the native path serves (v12 has v11's layout: it only says the producer speaks
 /// transaction protocol v2, which the broker's transaction check reads; v13 names topics by id).
-pub const MAX_NATIVE_VERSION: i16 = 12;
+pub const MAX_NATIVE_VERSION: i16 = 13;
+/// Topics are named by id, not by name, from this version (KIP-516).
+pub const FIRST_TOPIC_ID_VERSION: i16 = 13;
 /// Produce versions from this one are flexible (compact strings and arrays, tagged fields).
 pub(crate) const FIRST_FLEXIBLE_VERSION: i16 = 9;
 /// Each array entry takes at least this many bytes (a frame cannot hold more entries than bytes
@@ -36,7 +38,10 @@ pub struct PartitionData<'a> {
 /// One topic's data in a Produce request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicData<'a> {
+    /// The topic's name ("" from v13, which names it by `topic_id`).
     pub name: &'a str,
+    /// The topic's id from v13 (zeros before).
+    pub topic_id: [u8; 16],
     pub partitions: Vec<PartitionData<'a>>,
 }
 
@@ -84,7 +89,11 @@ pub fn decode_produce_frame(frame: &[u8], max_version: i16) -> Result<ProduceFra
     let topic_count = r.array_len(flexible, MIN_ARRAY_ENTRY_BYTES, "topic_data")?;
     let mut topics = Vec::with_capacity(topic_count);
     for _ in 0..topic_count {
-        let name = r.string(flexible, "topic_data.name")?;
+        let (name, topic_id) = if api_version >= FIRST_TOPIC_ID_VERSION {
+            ("", r.uuid("topic_data.topic_id")?)
+        } else {
+            (r.string(flexible, "topic_data.name")?, [0; 16])
+        };
         let partition_count = r.array_len(flexible, MIN_ARRAY_ENTRY_BYTES, "partition_data")?;
         let mut partitions = Vec::with_capacity(partition_count);
         for _ in 0..partition_count {
@@ -98,7 +107,7 @@ pub fn decode_produce_frame(frame: &[u8], max_version: i16) -> Result<ProduceFra
         if flexible {
             r.skip_tagged_fields("topic_data tagged fields")?;
         }
-        topics.push(TopicData { name, partitions });
+        topics.push(TopicData { name, topic_id, partitions });
     }
     if flexible {
         r.skip_tagged_fields("request tagged fields")?;
@@ -118,8 +127,8 @@ fn names_a_partition_twice(topics: &[TopicData<'_>]) -> bool {
     if topics.len() == 1 && topics[0].partitions.len() < 2 {
         return false;
     }
-    let mut named: Vec<(&str, i32)> =
-        topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name, p.index))).collect();
+    let mut named: Vec<(&str, [u8; 16], i32)> =
+        topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name, t.topic_id, p.index))).collect();
     named.sort_unstable();
     named.windows(2).any(|w| w[0] == w[1])
 }
@@ -135,20 +144,27 @@ pub struct PartitionAnswer {
     pub error_message: Option<String>,
 }
 
+/// A topic as a response names it: by name before v13, by id from v13.
+pub type TopicKey<'a> = (&'a str, [u8; 16]);
+
 /// The whole response frame (with its size prefix) answering `version`'s request
 /// `correlation_id`: the topics in request order, each with its partitions' answers, no record
 /// errors, no leader hints, throttle time 0 (the native path is not taken while a quota throttles).
-pub fn encode_produce_response(version: i16, correlation_id: i32, topics: &[(&str, Vec<PartitionAnswer>)]) -> Vec<u8> {
+pub fn encode_produce_response(version: i16, correlation_id: i32, topics: &[(TopicKey<'_>, Vec<PartitionAnswer>)]) -> Vec<u8> {
     let flexible = version >= FIRST_FLEXIBLE_VERSION;
-    let mut out = Vec::with_capacity(64 + topics.iter().map(|(n, p)| n.len() + 48 * p.len()).sum::<usize>());
+    let mut out = Vec::with_capacity(64 + topics.iter().map(|((n, _), p)| n.len() + 16 + 48 * p.len()).sum::<usize>());
     out.extend_from_slice(&[0, 0, 0, 0]);
     out.extend_from_slice(&correlation_id.to_be_bytes());
     if flexible {
         out.push(0); // response header v1: no tagged fields
     }
     put_len(&mut out, flexible, topics.len());
-    for (name, partitions) in topics {
-        put_string(&mut out, flexible, name);
+    for ((name, topic_id), partitions) in topics {
+        if version >= FIRST_TOPIC_ID_VERSION {
+            out.extend_from_slice(topic_id);
+        } else {
+            put_string(&mut out, flexible, name);
+        }
         put_len(&mut out, flexible, partitions.len());
         for p in partitions {
             out.extend_from_slice(&p.index.to_be_bytes());
@@ -198,7 +214,11 @@ mod tests {
         f.extend_from_slice(&1i16.to_be_bytes());
         f.extend_from_slice(&30000i32.to_be_bytes());
         put_len(&mut f, flexible, 1);
-        put_string(&mut f, flexible, "t");
+        if version >= FIRST_TOPIC_ID_VERSION {
+            f.extend_from_slice(&[7; 16]);
+        } else {
+            put_string(&mut f, flexible, "t");
+        }
         put_len(&mut f, flexible, 1);
         f.extend_from_slice(&2i32.to_be_bytes());
         put_len(&mut f, flexible, records.len());
@@ -216,7 +236,9 @@ mod tests {
             let f = decode_produce_frame(&bytes, MAX_NATIVE_VERSION).unwrap();
             assert_eq!((f.api_version, f.correlation_id, f.client_id, f.acks, f.timeout_ms), (version, 7, Some("cli"), 1, 30000));
             assert_eq!(f.transactional_id, None);
-            assert_eq!(f.topics, vec![TopicData { name: "t", partitions: vec![PartitionData { index: 2, records: Some(b"abc") }] }]);
+            let (name, topic_id) = if version >= FIRST_TOPIC_ID_VERSION { ("", [7; 16]) } else { ("t", [0; 16]) };
+            let partitions = vec![PartitionData { index: 2, records: Some(&b"abc"[..]) }];
+            assert_eq!(f.topics, vec![TopicData { name, topic_id, partitions }]);
         }
     }
 
@@ -234,11 +256,16 @@ mod tests {
         let records = Some(&b"x"[..]);
         let topic = |name, indexes: &[i32]| TopicData {
             name,
+            topic_id: [0; 16],
             partitions: indexes.iter().map(|&index| PartitionData { index, records }).collect(),
         };
         assert!(!names_a_partition_twice(&[topic("a", &[0, 1]), topic("b", &[0])]));
         assert!(names_a_partition_twice(&[topic("a", &[0, 1, 0])]));
         assert!(names_a_partition_twice(&[topic("a", &[1]), topic("b", &[0]), topic("a", &[1])]));
+        // v13: topics named by id, all with the name ""
+        let by_id = |id: u8, indexes: &[i32]| TopicData { topic_id: [id; 16], ..topic("", indexes) };
+        assert!(!names_a_partition_twice(&[by_id(1, &[0]), by_id(2, &[0])]));
+        assert!(names_a_partition_twice(&[by_id(1, &[0]), by_id(2, &[0]), by_id(1, &[0])]));
     }
 
     #[test]
@@ -261,8 +288,18 @@ mod tests {
                 log_start_offset: 0,
                 error_message: None,
             };
-            let bytes = encode_produce_response(version, 9, &[("t", vec![answer])]);
+            let bytes = encode_produce_response(version, 9, &[(("t", [3; 16]), vec![answer])]);
             assert_eq!(i32::from_be_bytes(bytes[0..4].try_into().unwrap()) as usize, bytes.len() - 4);
+            // the topic: its name before v13, its id from v13 (after the header: size, correlation id, tags)
+            let at = if version >= FIRST_FLEXIBLE_VERSION { 4 + 4 + 1 + 1 } else { 4 + 4 + 4 };
+            let topic: &[u8] = if version >= FIRST_TOPIC_ID_VERSION {
+                &[3; 16]
+            } else if version >= FIRST_FLEXIBLE_VERSION {
+                b"\x02t"
+            } else {
+                b"\x00\x01t"
+            };
+            assert_eq!(&bytes[at..at + topic.len()], topic, "v{version}");
         }
     }
 

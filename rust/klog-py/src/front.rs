@@ -317,7 +317,7 @@ fn serve_connection(shared: &Shared, id: u64, spare: &mut Vec<u8>, queued: &mut 
         for (what, _) in &served.answers {
             match what {
                 Answer::Appended { topic, partition, size, records, .. } => {
-                    let name = served.topics[*topic];
+                    let name: &str = &served.topics[*topic];
                     if !pending.partitions.iter().any(|(t, p)| p == partition && t == name) {
                         pending.partitions.push((name.to_owned(), *partition));
                     }
@@ -335,7 +335,7 @@ fn serve_connection(shared: &Shared, id: u64, spare: &mut Vec<u8>, queued: &mut 
                         id,
                         served.acks,
                         served.client_id.map(str::to_owned),
-                        served.topics[*topic].to_owned(),
+                        served.topics[*topic].to_string(),
                         *partition,
                         *code,
                         message.clone(),

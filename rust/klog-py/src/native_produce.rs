@@ -8,6 +8,7 @@
 //! returns None before anything is appended, and the broker's Python path handles the frame
 //! unchanged. How a request takes this path: docs/architecture.md, "A Produce on the native path".
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -19,7 +20,9 @@ use klog_core::batch::produced::{accept_produced_batch, ProduceRequestRules, Pro
 use klog_core::batch::recompress::{needs_recompression, recompress_batch, TargetCodec};
 use klog_core::batch::validate::ProducePolicy;
 use klog_core::batch::Compression;
-use klog_core::produce_request::{decode_produce_frame, encode_produce_response, PartitionAnswer};
+use klog_core::produce_request::{
+    decode_produce_frame, encode_produce_response, PartitionAnswer, TopicKey, FIRST_TOPIC_ID_VERSION,
+};
 use klog_core::storage::partition_log::SharedProducers;
 use klog_core::storage::producer_state::{BatchMetadata as ProducerBatchMetadata, ProducerTable, SequenceCheck};
 use klog_core::storage::{self as core, StorageError as CoreError};
@@ -40,6 +43,11 @@ struct AnswerCodes {
     message_too_large: i16,
     kafka_storage_error: i16,
 }
+
+/// Each topic's partition answers, the topic named by its name and id.
+type TopicAnswers<'a> = Vec<(TopicKey<'a>, Vec<PartitionAnswer>)>;
+/// [`TopicAnswers`] kept past the request frame.
+type OwnedTopicAnswers = Vec<((String, [u8; 16]), Vec<PartitionAnswer>)>;
 
 /// Kafka's acks values a Produce may carry: all (-1), none (0), the leader (1).
 const ACKS_ALL: i16 = -1;
@@ -67,6 +75,9 @@ struct Route {
 #[pyclass(frozen, module = "klog._native", name = "ProduceRoutes")]
 pub struct PyProduceRoutes {
     routes: Mutex<HashMap<(String, i32), Route>>,
+    /// The names of the routed partitions' topics by topic id (Produce v13 names topics by id, KIP-516),
+    /// learned and forgotten with the routes.
+    names: Mutex<HashMap<[u8; 16], String>>,
     /// Held (shared) across every native append, taken whole by `clear`: once `clear` returns, no
     /// append planned with a forgotten route is under way or can start (the native front appends on
     /// its own thread while the broker changes leadership, configs or log dirs on the event loop).
@@ -86,6 +97,10 @@ impl PyProduceRoutes {
         // a panic while holding it cannot leave a half-written map: every update is one insert or removal
         self.routes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+
+    fn names(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 16], String>> {
+        self.names.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 #[pymethods]
@@ -97,6 +112,7 @@ impl PyProduceRoutes {
         let (none, corrupt_message, message_too_large, kafka_storage_error) = error_codes;
         PyProduceRoutes {
             routes: Mutex::new(HashMap::new()),
+            names: Mutex::new(HashMap::new()),
             gate: RwLock::new(()),
             generation: AtomicU64::new(0),
             check_records,
@@ -107,9 +123,11 @@ impl PyProduceRoutes {
     }
 
     /// Route `topic`-`partition` to `log`: the native path appends to it, stamped with
-    /// `leader_epoch`, under the topic's produce policy given here.
+    /// `leader_epoch`, under the topic's produce policy given here. `topic_id`: the topic's 16-byte id
+    /// (Produce v13 requests name the topic by it; None: only by name).
     #[pyo3(signature = (topic, partition, log, *, leader_epoch, replicated, max_message_bytes, compacted,
-                        create_time, before_max_ms, after_max_ms, compression=None, compression_level=None))]
+                        create_time, before_max_ms, after_max_ms, compression=None, compression_level=None,
+                        topic_id=None))]
     #[allow(clippy::too_many_arguments)]
     fn learn(
         &self,
@@ -125,7 +143,11 @@ impl PyProduceRoutes {
         after_max_ms: i64,
         compression: Option<i16>,
         compression_level: Option<i32>,
+        topic_id: Option<&[u8]>,
     ) -> PyResult<()> {
+        let topic_id: Option<[u8; 16]> = topic_id
+            .map(|id| id.try_into().map_err(|_| PyValueError::new_err(format!("topic_id: {} bytes, not 16", id.len()))))
+            .transpose()?;
         let target = match compression {
             None => None,
             Some(id) => Some(TargetCodec {
@@ -144,6 +166,9 @@ impl PyProduceRoutes {
             after_max_ms,
             target,
         };
+        if let Some(id) = topic_id {
+            self.names().insert(id, topic.clone());
+        }
         self.lock().insert((topic, partition), route);
         Ok(())
     }
@@ -164,6 +189,7 @@ impl PyProduceRoutes {
             let _gate = self.gate.write().unwrap_or_else(|poisoned| poisoned.into_inner());
             self.generation.fetch_add(1, Ordering::AcqRel);
             self.lock().clear();
+            self.names().clear();
         });
     }
 
@@ -202,8 +228,8 @@ pub struct PyNativeProduceOutcome {
     /// waits on the high watermark and encodes the answer with :meth:`respond` once they end.
     #[pyo3(get)]
     waits: bool,
-    /// The answer as encoded at once (each topic's name and partition answers), kept for `respond`.
-    answers: Vec<(String, Vec<PartitionAnswer>)>,
+    /// The answer as encoded at once (each topic's name and id, and partition answers), kept for `respond`.
+    answers: OwnedTopicAnswers,
     /// Where each appended batch's answer is in `answers`: (topic position, partition position).
     slots: Vec<(usize, usize)>,
 }
@@ -221,8 +247,8 @@ impl PyNativeProduceOutcome {
                 self.slots.len()
             )));
         }
-        let mut by_topic: Vec<(&str, Vec<PartitionAnswer>)> =
-            self.answers.iter().map(|(name, parts)| (name.as_str(), parts.clone())).collect();
+        let mut by_topic: TopicAnswers<'_> =
+            self.answers.iter().map(|((name, id), parts)| ((name.as_str(), *id), parts.clone())).collect();
         for (&(t, p), &code) in self.slots.iter().zip(&codes) {
             if code != 0 {
                 let answer = &mut by_topic[t].1[p];
@@ -440,16 +466,19 @@ pub(crate) struct Served<'a> {
     pub acks: i16,
     pub timeout_ms: i32,
     pub client_id: Option<&'a str>,
-    pub topics: Vec<&'a str>,
+    /// Each topic entry's name (looked up by its id from v13).
+    pub topics: Vec<Cow<'a, str>>,
+    /// Each topic entry's id (v13; zeros before).
+    pub topic_ids: Vec<[u8; 16]>,
     pub answers: Vec<(Answer, PartitionAnswer)>,
     pub waits: bool,
 }
 
 impl Served<'_> {
     /// The answers grouped by topic, in request order, and where each appended batch's is.
-    fn by_topic(&self) -> (Vec<(&str, Vec<PartitionAnswer>)>, Vec<(usize, usize)>) {
-        let mut by_topic: Vec<(&str, Vec<PartitionAnswer>)> =
-            self.topics.iter().map(|t| (*t, Vec::new())).collect();
+    fn by_topic(&self) -> (TopicAnswers<'_>, Vec<(usize, usize)>) {
+        let mut by_topic: TopicAnswers<'_> =
+            self.topics.iter().zip(&self.topic_ids).map(|(t, id)| ((t.as_ref(), *id), Vec::new())).collect();
         let mut slots = Vec::new();
         for (what, answer) in &self.answers {
             let topic = match what {
@@ -495,16 +524,30 @@ pub(crate) fn serve_frame<'a, H: ProduceHooks>(
         Some(_) if hooks.has_transaction_check() && !hooks.has_allow() => true,
         Some(_) => return Ok(None),
     };
+    // v13 names topics by id: a topic id no route knows is the Python path's (UNKNOWN_TOPIC_ID)
+    let names: Vec<Cow<'a, str>> = if request.api_version >= FIRST_TOPIC_ID_VERSION {
+        let known = routes.names();
+        let mut names = Vec::with_capacity(request.topics.len());
+        for topic in &request.topics {
+            let Some(name) = known.get(&topic.topic_id) else {
+                return Ok(None);
+            };
+            names.push(Cow::Owned(name.clone()));
+        }
+        names
+    } else {
+        request.topics.iter().map(|t| Cow::Borrowed(t.name)).collect()
+    };
     if hooks.has_allow() {
         let mut checked: Vec<&str> = Vec::new();
-        for topic in &request.topics {
-            if checked.contains(&topic.name) {
+        for name in &names {
+            if checked.contains(&name.as_ref()) {
                 continue;
             }
-            if !hooks.allow(topic.name)? {
+            if !hooks.allow(name)? {
                 return Ok(None);
             }
-            checked.push(topic.name);
+            checked.push(name);
         }
     }
     // every partition routed, with records; acks=all on a replicated one only with a min-ISR check
@@ -517,7 +560,7 @@ pub(crate) fn serve_frame<'a, H: ProduceHooks>(
         let mut key = (String::new(), 0);
         for (t, topic) in request.topics.iter().enumerate() {
             key.0.clear();
-            key.0.push_str(topic.name);
+            key.0.push_str(&names[t]);
             for p in &topic.partitions {
                 key.1 = p.index;
                 let (Some(route), Some(records)) = (table.get(&key), p.records) else {
@@ -527,7 +570,7 @@ pub(crate) fn serve_frame<'a, H: ProduceHooks>(
                     if !hooks.has_replicated_check() {
                         return Ok(None);
                     }
-                    replicated.push((topic.name, p.index));
+                    replicated.push((&names[t], p.index));
                 }
                 planned.push((t, p.index, records, route.clone()));
             }
@@ -559,8 +602,8 @@ pub(crate) fn serve_frame<'a, H: ProduceHooks>(
             continue;
         }
         // a second batch of the partition would be checked against the state the first one changes
-        let name = request.topics[*t].name;
-        if planned.iter().filter(|(u, i, _, _)| i == index && request.topics[*u].name == name).count() > 1 {
+        let name: &str = &names[*t];
+        if planned.iter().filter(|(u, i, _, _)| i == index && names[*u] == name).count() > 1 {
             return Ok(None);
         }
         if h.is_transactional() {
@@ -593,7 +636,8 @@ pub(crate) fn serve_frame<'a, H: ProduceHooks>(
         acks: request.acks,
         timeout_ms: request.timeout_ms,
         client_id: request.client_id,
-        topics: request.topics.iter().map(|t| t.name).collect(),
+        topic_ids: request.topics.iter().map(|t| t.topic_id).collect(),
+        topics: names,
         answers,
         waits,
     }))
@@ -759,7 +803,7 @@ fn native_produce<'py>(
                 let (producer_id, epoch, first_seq, last_seq) = *producer;
                 // more than pyo3's 12 tuple fields: built from a list of objects
                 let item = [
-                    served.topics[*topic].into_bound_py_any(py)?,
+                    served.topics[*topic].as_ref().into_bound_py_any(py)?,
                     partition.into_bound_py_any(py)?,
                     size.into_bound_py_any(py)?,
                     records.into_bound_py_any(py)?,
@@ -776,14 +820,14 @@ fn native_produce<'py>(
                 appended.append(PyTuple::new(py, item)?)?;
             }
             Answer::Failed { topic, partition, code, message, errno, dir } => {
-                failures.append((served.topics[*topic], *partition, *code, message.as_str(), *errno, dir.as_str()))?;
+                failures.append((served.topics[*topic].as_ref(), *partition, *code, message.as_str(), *errno, dir.as_str()))?;
             }
         }
     }
     let response = served.response().map(|r| PyBytes::new(py, &r).unbind());
     let (answers, slots) = if served.waits {
         let (by_topic, slots) = served.by_topic();
-        (by_topic.into_iter().map(|(name, parts)| (name.to_owned(), parts)).collect(), slots)
+        (by_topic.into_iter().map(|((name, id), parts)| ((name.to_owned(), id), parts)).collect(), slots)
     } else {
         (Vec::new(), Vec::new())
     };
