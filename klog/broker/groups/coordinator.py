@@ -781,8 +781,7 @@ class GroupCoordinator:
                 # the committed one's metadata or epoch, as Kafka)
                 for i, f in enumerate(fetched):
                     if self.has_pending_txn_offset(group_id, topic, f.partition_index):
-                        fetched[i] = _fetched(f.partition_index, None)
-                        fetched[i].error_code = int(ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                        fetched[i] = _fetched(f.partition_index, None, ErrorCode.UNSTABLE_OFFSET_COMMIT)
             out.append(Struct(name=topic, partitions=fetched))
         return ErrorCode.NONE, out
 
@@ -1156,10 +1155,10 @@ class GroupCoordinator:
 
 
 
-def _fetched(partition: int, om: OffsetAndMetadata | None) -> Struct:
+def _fetched(partition: int, om: OffsetAndMetadata | None, code: int = ErrorCode.NONE) -> Struct:
     if om is None:
         return Struct(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1, metadata="",
-                      error_code=ErrorCode.NONE)
+                      error_code=int(code))
     return Struct(partition_index=partition, committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
                   metadata=om.metadata, error_code=ErrorCode.NONE)
 

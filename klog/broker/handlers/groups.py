@@ -226,7 +226,8 @@ async def _offset_fetch(broker: HandlerBroker, ctx: RequestContext, request: Off
             groups_out[g.group_id] = {"group_id": g.group_id, "topics": [], "error_code": GAF}
             continue
         if by_id and g.topics is not None:
-            g, unknown_by_group[g.group_id] = _name_topics_by_id(broker, g)
+            unknown_by_group[g.group_id] = [t for t in g.topics if _topic_of_id(broker, t.topic_id) is None]
+            g = _name_topics_by_id(broker, g)
         kept, refused_here = _describable_topics_of(broker, ctx, g, "name")
         asked.append(kept)
         if refused_here is not None:
@@ -235,33 +236,33 @@ async def _offset_fetch(broker: HandlerBroker, ctx: RequestContext, request: Off
         response = await _coordinate(broker, ctx, _with(request, groups=asked))
         for group in _get(response, "groups"):
             gid = _get(group, "group_id")
-            topics = _get(group, "topics")
+            answered = _get(group, "topics")
             original = next(g for g in request.groups if g.group_id == gid)
             if original.topics is None:
-                topics = _hide_topics(broker, ctx, topics)
+                answered = _hide_topics(broker, ctx, answered)
+            unknown: list[dict[str, Any]] = []
             if by_id:
-                topics = _with_topic_ids(broker, topics, original.topics is None)
+                answered = _with_topic_ids(broker, answered, original.topics is None)
                 if not _get(group, "error_code"):   # Kafka: a group's error is answered alone
-                    topics += _topic_errors(unknown_by_group.get(gid, []), errors.UNKNOWN_TOPIC_ID,
+                    unknown = _topic_errors(unknown_by_group.get(gid, []), errors.UNKNOWN_TOPIC_ID,
                                             indexes="partition_indexes", metadata="")
-            topics = list(topics) + _topic_errors(refused_by_group.get(gid, []), TAF, indexes="partition_indexes")
-            setattr_or_item(group, "topics", topics)
+            answered = [*answered, *unknown,
+                        *_topic_errors(refused_by_group.get(gid, []), TAF, indexes="partition_indexes")]
+            setattr_or_item(group, "topics", answered)
             groups_out[gid] = group
     return {"throttle_time_ms": 0, "groups": [groups_out[g.group_id] for g in request.groups
                                               if g.group_id in groups_out]}
 
 
-def _name_topics_by_id(broker: HandlerBroker, group: Any) -> tuple[Any, list[Any]]:
-    """An OffsetFetch v10 group with its topics named (Kafka's KafkaApis resolves the ids before the
-    coordinator sees them), and the topics whose id no topic has (answered UNKNOWN_TOPIC_ID after the others)."""
-    named, unknown = [], []
+def _name_topics_by_id(broker: HandlerBroker, group: Any) -> Struct:
+    """An OffsetFetch v10 group with its topics named, as Kafka's KafkaApis resolves the ids before the coordinator
+    sees them; the topics whose id no topic has are left out (answered UNKNOWN_TOPIC_ID after the others)."""
+    named = []
     for t in group.topics:
         topic = _topic_of_id(broker, t.topic_id)
-        if topic is None:
-            unknown.append(t)
-        else:
+        if topic is not None:
             named.append(_with(t, name=topic.name))
-    return _with(group, topics=named), unknown
+    return _with(group, topics=named)
 
 
 def _with_topic_ids(broker: HandlerBroker, topics: list[Any], every_topic: bool) -> list[Any]:
