@@ -114,6 +114,35 @@ def _commit(c: WireClient, group: str, topic: str = TOPIC) -> Any:
         {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 0}]}]})
 
 
+def _topic_id(c: WireClient, topic: str = TOPIC) -> uuid.UUID:
+    """The topic's id, asked on an admin connection to the broker ``c`` is connected to."""
+    host, port = c.sock.getpeername()[:2]
+    with WireClient(host, port, source_host=ADMIN_HOST) as admin:
+        return admin.request(ApiKey.METADATA, 12, {"topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}],
+                                                   "allow_auto_topic_creation": False,
+                                                   "include_topic_authorized_operations": False}).topics[0].topic_id
+
+
+def _commit_by_id(c: WireClient, group: str) -> Any:
+    """OffsetCommit v10: the topic named by id."""
+    return c.request(ApiKey.OFFSET_COMMIT, 10, {"group_id": group, "generation_id_or_member_epoch": -1,
+                                                "member_id": "", "topics": [
+        {"topic_id": _topic_id(c), "partitions": [{"partition_index": 0, "committed_offset": 0}]}]})
+
+
+def _fetch_offsets_by_id(c: WireClient, group: str) -> Any:
+    """OffsetFetch v10: the topic named by id."""
+    return c.request(ApiKey.OFFSET_FETCH, 10, {"groups": [{"group_id": group, "member_id": None, "member_epoch": -1,
+                                                           "topics": [{"topic_id": _topic_id(c),
+                                                                       "partition_indexes": [0]}]}],
+                                               "require_stable": False})
+
+
+def _group_or_partition_code(response: Any) -> int:
+    group = response.groups[0]
+    return group.error_code or group.topics[0].partitions[0].error_code
+
+
 def _fetch(c: WireClient, replica_id: int = -1) -> Any:
     return c.request(ApiKey.FETCH, 12, {"replica_id": replica_id, "max_wait_ms": 0, "min_bytes": 0,
                                         "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
@@ -270,6 +299,15 @@ CASES = [
     Case("OffsetFetch", lambda c: c.request(ApiKey.OFFSET_FETCH, 7, {
         "group_id": GROUP, "topics": [{"name": TOPIC, "partition_indexes": [0]}], "require_stable": False}),
          lambda r: r.error_code, E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, GROUP, Op.DESCRIBE)]),
+    Case("OffsetCommit v10", lambda c: _commit_by_id(c, GROUP), _partition_code, E.GROUP_AUTHORIZATION_FAILED,
+         [(Rt.GROUP, GROUP, Op.READ), (Rt.TOPIC, TOPIC, Op.READ)]),
+    Case("OffsetCommit v10 without Read on the topic", lambda c: _commit_by_id(c, GROUP), _partition_code,
+         E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, GROUP, Op.READ)], allowed=E.TOPIC_AUTHORIZATION_FAILED),
+    Case("OffsetFetch v10", lambda c: _fetch_offsets_by_id(c, GROUP), _group_or_partition_code,
+         E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, GROUP, Op.DESCRIBE), (Rt.TOPIC, TOPIC, Op.DESCRIBE)]),
+    Case("OffsetFetch v10 without Describe on the topic", lambda c: _fetch_offsets_by_id(c, GROUP),
+         _group_or_partition_code, E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, GROUP, Op.DESCRIBE)],
+         allowed=E.TOPIC_AUTHORIZATION_FAILED),
     Case("DescribeGroups", lambda c: c.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [GROUP],
                                                                            "include_authorized_operations": True}),
          lambda r: r.groups[0].error_code, E.GROUP_AUTHORIZATION_FAILED, [(Rt.GROUP, GROUP, Op.DESCRIBE)]),

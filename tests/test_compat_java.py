@@ -127,6 +127,29 @@ def test_consumer_group_command_lists_and_describes_groups(broker):
     assert sum(int(cols[3]) for cols in lag_lines) == 8     # CURRENT-OFFSET summed over partitions
 
 
+def test_consumer_protocol_console_consumer_commits_and_fetches_offsets_by_topic_id(tmp_path):
+    """The KIP-848 Java consumer (group.protocol=consumer) picks OffsetCommit and OffsetFetch v10 (topics by id) and
+    Metadata v13 from klog's ApiVersions (the broker's DEBUG request trace shows them), and a second consumer of
+    the group resumes where the first committed."""
+    import re
+
+    with BrokerProcess(tmp_path, {"num.partitions": 1}, log_level="DEBUG") as proc:
+        name, group = topic_name(), f"jc-{uuid.uuid4().hex[:6]}"
+        topics(proc, "--create", "--topic", name, "--partitions", "2")
+        tool(kt.CONSOLE_PRODUCER, "--bootstrap-server", proc.bootstrap_servers, "--topic", name,
+             input="".join(f"v{i}\n" for i in range(10)))
+        seen: list[str] = []
+        for _ in range(2):
+            out = tool(kt.CONSOLE_CONSUMER, "--bootstrap-server", proc.bootstrap_servers, "--topic", name,
+                       "--group", group, "--from-beginning", "--max-messages", "5", "--timeout-ms", "20000",
+                       "--command-property", "group.protocol=consumer")
+            seen += [line for line in out.splitlines() if re.fullmatch(r"v\d", line)]
+        assert sorted(seen) == [f"v{i}" for i in range(10)]   # the second consumer read on from the commits
+        used = {(int(m[1]), int(m[2])) for line in proc.lines
+                if (m := re.search(r"request api_key=(\d+) version=(\d+)", line))}
+    assert {(8, 10), (9, 10), (3, 13)} <= used
+
+
 def test_log_dirs_command_describes_partition_sizes(broker):
     import json
 

@@ -110,8 +110,8 @@ class GroupCoordinator:
     #: Every api key -> (min, max) version the coordinator implements; ``SUPPORTED_APIS`` is the part of it this
     #: instance advertises under its config.
     IMPLEMENTED_APIS: ClassVar[dict[int, tuple[int, int]]] = {
-        8: (2, 9),    # OffsetCommit (v10 addresses topics by id)
-        9: (1, 9),    # OffsetFetch (v10 addresses topics by id)
+        8: (2, 10),   # OffsetCommit (v10 names topics by id: klog/broker/handlers/groups.py)
+        9: (1, 10),   # OffsetFetch (v10 names topics by id: klog/broker/handlers/groups.py)
         10: (0, 6),   # FindCoordinator
         11: (0, 9),   # JoinGroup
         12: (0, 4),   # Heartbeat
@@ -777,10 +777,11 @@ class GroupCoordinator:
             parts = stored.get(topic, {})
             fetched = [_fetched(p, parts.get(p)) for p in partitions]
             if require_stable and self.pending_txn_offsets:
-                # RequireStable (KIP-447): an offset a transaction is still committing is not answered yet
-                for f in fetched:
+                # RequireStable (KIP-447): an offset a transaction is still committing is not answered yet (nor
+                # the committed one's metadata or epoch, as Kafka)
+                for i, f in enumerate(fetched):
                     if self.has_pending_txn_offset(group_id, topic, f.partition_index):
-                        f.__dict__.update(error_code=int(ErrorCode.UNSTABLE_OFFSET_COMMIT), committed_offset=-1)
+                        fetched[i] = _fetched(f.partition_index, None, ErrorCode.UNSTABLE_OFFSET_COMMIT)
             out.append(Struct(name=topic, partitions=fetched))
         return ErrorCode.NONE, out
 
@@ -1154,10 +1155,10 @@ class GroupCoordinator:
 
 
 
-def _fetched(partition: int, om: OffsetAndMetadata | None) -> Struct:
+def _fetched(partition: int, om: OffsetAndMetadata | None, code: int = ErrorCode.NONE) -> Struct:
     if om is None:
         return Struct(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1, metadata="",
-                      error_code=ErrorCode.NONE)
+                      error_code=int(code))
     return Struct(partition_index=partition, committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
                   metadata=om.metadata, error_code=ErrorCode.NONE)
 

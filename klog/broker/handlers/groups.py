@@ -81,14 +81,15 @@ def _group_ok(broker: HandlerBroker, ctx: RequestContext, op: int, group: str) -
     return authz.allowed(broker, ctx, op, _GROUP, group)
 
 
-def _topic_errors(topics: list[Any], code: int, *, indexes: str = "partitions") -> list[dict[str, Any]]:
+def _topic_errors(topics: list[Any], code: int, *, indexes: str = "partitions", metadata: str | None = None
+                  ) -> list[dict[str, Any]]:
     """Answers for refused topics: every partition asked answers ``code``."""
     out = []
     for t in topics:
         parts = _get(t, indexes) or []
-        out.append({"name": t.name, "partitions": [
+        out.append({"name": t.name, "topic_id": _get(t, "topic_id", _NO_TOPIC_ID), "partitions": [
             {"partition_index": p if isinstance(p, int) else p.partition_index, "error_code": code,
-             "committed_offset": -1, "metadata": None} for p in parts]})
+             "committed_offset": -1, "metadata": metadata} for p in parts]})
     return out
 
 
@@ -103,6 +104,80 @@ async def _offset_commit(broker: HandlerBroker, ctx: RequestContext, request: Of
     response = await _coordinate(broker, ctx, _with(request, topics=kept)) if kept else {"topics": []}
     _get(response, "topics").extend(_topic_errors(refused, TAF))
     return response
+
+
+#: OffsetCommit and OffsetFetch name topics by id from this version (KIP-848's follow-up, Kafka 4.1)
+OFFSETS_BY_TOPIC_ID_VERSION = 10
+_NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def _topic_of_id(broker: HandlerBroker, topic_id: uuid.UUID) -> Any:
+    """The topic an OffsetCommit/OffsetFetch v10 names by id; None for the zero id and an id no topic has (one
+    deleted), which Kafka answers UNKNOWN_TOPIC_ID."""
+    return None if topic_id == _NO_TOPIC_ID else broker.metadata.topic_by_id(topic_id)
+
+
+class _CommitAnswersById:
+    """Kafka's OffsetCommitResponse.Builder with topic ids: the handler's own refusals, one entry per topic id in
+    the order first named, then the coordinator's answers merged into them (taken as they are when there are
+    none)."""
+
+    def __init__(self) -> None:
+        self.topics: list[dict[str, Any]] = []
+        self._by_id: dict[uuid.UUID, dict[str, Any]] = {}
+
+    def add(self, topic_id: uuid.UUID, partitions: list[int], code: int) -> None:
+        entry = self._by_id.get(topic_id)
+        if entry is None:
+            entry = self._by_id[topic_id] = {"topic_id": topic_id, "name": "", "partitions": []}
+            self.topics.append(entry)
+        entry["partitions"].extend({"partition_index": p, "error_code": code} for p in partitions)
+
+    def merge(self, topics: list[dict[str, Any]]) -> None:
+        if not self.topics:
+            self.topics = topics
+            return
+        for topic in topics:
+            entry = self._by_id.get(topic["topic_id"])
+            if entry is None:
+                self._by_id[topic["topic_id"]] = topic
+                self.topics.append(topic)
+            else:
+                entry["partitions"].extend(topic["partitions"])
+
+
+async def _offset_commit_by_topic_id(broker: HandlerBroker, ctx: RequestContext,
+                                     request: OffsetCommitRequest) -> Any:
+    """OffsetCommit v10, as Kafka's KafkaApis: Read on the group first (every topic answers
+    GROUP_AUTHORIZATION_FAILED), then per topic UNKNOWN_TOPIC_ID for an id no topic has, TOPIC_AUTHORIZATION_FAILED
+    without Read on it, UNKNOWN_TOPIC_OR_PARTITION for a partition it lacks; the rest goes to the coordinator
+    by name (none: the coordinator is not asked, so no group error either)."""
+    answers = _CommitAnswersById()
+    if not _group_ok(broker, ctx, Op.READ, request.group_id):
+        for t in request.topics:
+            answers.add(t.topic_id, [p.partition_index for p in t.partitions], GAF)
+        return {"throttle_time_ms": 0, "topics": answers.topics}
+    found = [_topic_of_id(broker, t.topic_id) for t in request.topics]
+    allowed = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC, (f.name for f in found if f is not None))
+    asked: list[Struct] = []
+    id_of: dict[str, uuid.UUID] = {}
+    for t, topic in zip(request.topics, found, strict=True):
+        if topic is None or topic.name not in allowed:
+            code = errors.UNKNOWN_TOPIC_ID if topic is None else TAF
+            answers.add(t.topic_id, [p.partition_index for p in t.partitions], code)
+            continue
+        kept = [p for p in t.partitions if p.partition_index in topic.partitions]
+        missing = [p.partition_index for p in t.partitions if p.partition_index not in topic.partitions]
+        if missing:
+            answers.add(t.topic_id, missing, errors.UNKNOWN_TOPIC_OR_PARTITION)
+        if kept:
+            asked.append(Struct(name=topic.name, topic_id=t.topic_id, partitions=kept))
+            id_of[topic.name] = t.topic_id
+    if asked:
+        response = await _coordinate(broker, ctx, _with(request, topics=asked))
+        answers.merge([{"topic_id": id_of[_get(t, "name")], "name": "", "partitions": _get(t, "partitions")}
+                       for t in _get(response, "topics")])
+    return {"throttle_time_ms": 0, "topics": answers.topics}
 
 
 def _hide_topics(broker: HandlerBroker, ctx: RequestContext, topics: list[Any], field: str = "name") -> list[Any]:
@@ -141,13 +216,18 @@ async def _offset_fetch(broker: HandlerBroker, ctx: RequestContext, request: Off
             else {"throttle_time_ms": 0, "error_code": errors.NONE, "topics": []}
         _get(response, "topics").extend(_topic_errors(refused, TAF, indexes="partition_indexes"))
         return response
+    by_id = ctx.api_version >= OFFSETS_BY_TOPIC_ID_VERSION
     groups_out: dict[str, Any] = {}
     asked = []
     refused_by_group: dict[str, list[Any]] = {}
+    unknown_by_group: dict[str, list[Any]] = {}
     for g in request.groups:
         if not _group_ok(broker, ctx, Op.DESCRIBE, g.group_id):
             groups_out[g.group_id] = {"group_id": g.group_id, "topics": [], "error_code": GAF}
             continue
+        if by_id and g.topics is not None:
+            unknown_by_group[g.group_id] = [t for t in g.topics if _topic_of_id(broker, t.topic_id) is None]
+            g = _name_topics_by_id(broker, g)
         kept, refused_here = _describable_topics_of(broker, ctx, g, "name")
         asked.append(kept)
         if refused_here is not None:
@@ -156,15 +236,46 @@ async def _offset_fetch(broker: HandlerBroker, ctx: RequestContext, request: Off
         response = await _coordinate(broker, ctx, _with(request, groups=asked))
         for group in _get(response, "groups"):
             gid = _get(group, "group_id")
-            topics = _get(group, "topics")
+            answered = _get(group, "topics")
             original = next(g for g in request.groups if g.group_id == gid)
             if original.topics is None:
-                topics = _hide_topics(broker, ctx, topics)
-            topics = list(topics) + _topic_errors(refused_by_group.get(gid, []), TAF, indexes="partition_indexes")
-            setattr_or_item(group, "topics", topics)
+                answered = _hide_topics(broker, ctx, answered)
+            unknown: list[dict[str, Any]] = []
+            if by_id:
+                answered = _with_topic_ids(broker, answered, original.topics is None)
+                if not _get(group, "error_code"):   # Kafka: a group's error is answered alone
+                    unknown = _topic_errors(unknown_by_group.get(gid, []), errors.UNKNOWN_TOPIC_ID,
+                                            indexes="partition_indexes", metadata="")
+            answered = [*answered, *unknown,
+                        *_topic_errors(refused_by_group.get(gid, []), TAF, indexes="partition_indexes")]
+            setattr_or_item(group, "topics", answered)
             groups_out[gid] = group
     return {"throttle_time_ms": 0, "groups": [groups_out[g.group_id] for g in request.groups
                                               if g.group_id in groups_out]}
+
+
+def _name_topics_by_id(broker: HandlerBroker, group: Any) -> Struct:
+    """An OffsetFetch v10 group with its topics named, as Kafka's KafkaApis resolves the ids before the coordinator
+    sees them; the topics whose id no topic has are left out (answered UNKNOWN_TOPIC_ID after the others)."""
+    named = []
+    for t in group.topics:
+        topic = _topic_of_id(broker, t.topic_id)
+        if topic is not None:
+            named.append(_with(t, name=topic.name))
+    return _with(group, topics=named)
+
+
+def _with_topic_ids(broker: HandlerBroker, topics: list[Any], every_topic: bool) -> list[Any]:
+    """OffsetFetch v10 answers name topics by id: the coordinator's topics with their ids; asked for every topic,
+    one without an id (deleted meanwhile) is left out, as Kafka cannot answer it."""
+    out = []
+    for t in topics:
+        topic = broker.metadata.topic(_get(t, "name"))
+        if topic is None and every_topic:
+            continue
+        setattr_or_item(t, "topic_id", _NO_TOPIC_ID if topic is None else topic.id)
+        out.append(t)
+    return out
 
 
 def setattr_or_item(obj: Any, name: str, value: Any) -> None:
@@ -393,6 +504,10 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupReque
     if int(ctx.header.api_key) in _SHARE_OFFSET_APIS and broker.metadata.image.features.get(SHARE_VERSION, 0) < 1:
         return _SHARE_OFFSET_APIS[int(ctx.header.api_key)](request)
     api_key = int(ctx.header.api_key)
+    if api_key == 8 and ctx.api_version >= OFFSETS_BY_TOPIC_ID_VERSION:
+        return await _offset_commit_by_topic_id(broker, ctx, cast("OffsetCommitRequest", request))
+    if api_key == 9 and ctx.api_version >= OFFSETS_BY_TOPIC_ID_VERSION:
+        return await _offset_fetch(broker, ctx, cast("OffsetFetchRequest", request))
     if broker.access is None and not (api_key in _DESCRIBE_API_KEYS
                                       and getattr(request, "include_authorized_operations", False)):
         return await _coordinate(broker, ctx, request)

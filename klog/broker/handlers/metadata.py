@@ -98,7 +98,7 @@ async def _auto_create(broker: HandlerBroker, ctx: RequestContext, response: Met
     return response
 
 
-@handler(3, 0, 12)
+@handler(3, 0, 13)
 def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: MetadataRequest
                     ) -> MetadataResponse | Coroutine[Any, Any, MetadataResponse]:
     """Answers at once, except when topics are auto-created: then it returns a coroutine (the server awaits

@@ -197,7 +197,7 @@ def _write_marker(broker: HandlerBroker, topic: str, partition: int, producer_id
     return 0, future
 
 
-@handler(27, 0, 2)
+@handler(27, 1, 2)
 async def handle_write_txn_markers(broker: HandlerBroker, ctx: RequestContext, request: WriteTxnMarkersRequest
                                   ) -> WriteTxnMarkersResponse:
     markers: list[Any] = []   # WriteTxnMarkersResponseWritableTxnMarkerResult dicts
