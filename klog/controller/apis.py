@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, TypeVar, Union, cast
 from klog.controller import acls
 from klog.controller.authorize import ControllerRequest as GuardedRequest
 from klog.controller.authorize import Requester, config_denial, guard
+from klog.controller.brokers import not_registered, unregister_records, unregistered
 from klog.controller.configs import ConfigControlManager
 from klog.controller.describe_configs import DESCRIBE_CONFIGS_VERSIONS, DescribedNode, describe_configs
 from klog.controller.features import UPGRADE, FeatureUpdate, kraft_version, update_features
@@ -116,6 +117,7 @@ if TYPE_CHECKING:
         ListPartitionReassignmentsResponse,
         RenewDelegationTokenRequest,
         RenewDelegationTokenResponse,
+        UnregisterBrokerResponse,
         UpdateFeaturesRequest,
         UpdateFeaturesResponse,
     )
@@ -514,6 +516,28 @@ class ControllerApis:
         """A block of producer ids for ``broker_id`` (Kafka's ProducerIdControlManager): (first id, size), once
         its ProducerIdsRecord is committed. Raises TopicError when it was not committed."""
         return await self.write(lambda image: allocate_producer_ids(broker_id, broker_epoch, image))
+
+    async def unregister_broker(self, broker_id: int) -> UnregisterBrokerResponse:
+        """UnregisterBroker where no broker lifecycle service decides it (a single voter: its broker's registration
+        is the image's only one); a quorum member's is decided with its broker sessions
+        (klog.controller.broker_service)."""
+        def decide(image: MetadataImage) -> ControllerResult[UnregisterBrokerResponse]:
+            if broker_id not in image.brokers:
+                return ControllerResult((), not_registered(broker_id))
+            def is_active(node: int) -> bool:
+                registration = image.brokers.get(node)
+                return registration is not None and not registration.fenced \
+                    and not registration.in_controlled_shutdown
+            default_unclean = bool(self.config["unclean.leader.election.enable"])
+            return ControllerResult(unregister_records(
+                image, broker_id, is_active, lambda topic: unclean_election_allowed(image, topic, default_unclean),
+                int(self.config["min.insync.replicas"])),
+                unregistered())
+
+        decision = await self.writer.decide(decide)
+        if decision.refusal is not None:
+            return {"throttle_time_ms": 0, "error_code": decision.refusal.code, "error_message": None}
+        return decision.response
 
     # ---- SCRAM credentials ---------------------------------------------------------------------------
 
