@@ -246,3 +246,25 @@ def test_unregister_broker_and_voter_changes_forwarded_need_alter_on_the_cluster
                                                                  "Broker ID 77 is not currently registered")
     # a static quorum (controller.quorum.voters, kraft.version 0) changes no voter
     assert allowed[1].error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_describe_acls_on_the_controller_listener_needs_describe_on_the_cluster(cluster: Any) -> None:
+    """``kafka-acls --bootstrap-controller --list`` (DescribeAcls, 29, served by Kafka 4.3's controller listener; not
+    by klog's before 2026-12-07): the controller's ACLs for a principal with Describe on the Cluster."""
+    superuser = admin(cluster, "admin")
+    allow_alice_to_create(superuser, "acl-listed-")
+    port = cluster.controller_ports[CONTROLLER]
+    any_acl = (29, 3, {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                       "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1})
+    (refused,) = asyncio.run(_requests_as(port, "intruder", [any_acl]))
+    assert (refused.error_code, list(refused.resources)) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+
+    def listed() -> list[str]:
+        (answer,) = asyncio.run(_requests_as(port, "controller", [any_acl]))
+        assert answer.error_code == ErrorCode.NONE, answer
+        return [r.resource_name for r in answer.resources]
+
+    deadline = time.monotonic() + 30
+    while "acl-listed-" not in listed() and time.monotonic() < deadline:   # the controller applied the ACL
+        time.sleep(0.5)
+    assert "acl-listed-" in listed()

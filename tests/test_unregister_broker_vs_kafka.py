@@ -71,6 +71,38 @@ def test_both_listeners_advertise_unregister_broker_and_the_voter_changes(cluste
     assert {k: on_controller.get(k) for k in (64, 80, 81, 82)} == {64: (0, 0), 80: (0, 1), 81: (0, 0), 82: (0, 0)}
 
 
+#: What Apache Kafka 4.3.1's controller listener advertises (ApiVersions v3), api key -> versions, but for the APIs
+#: of KRAFT_ONLY and NOT_HANDLED below.
+KAFKA_CONTROLLER_APIS = {
+    18: (0, 4), 19: (2, 7), 20: (1, 6), 29: (1, 3), 30: (1, 3), 31: (1, 3), 32: (1, 4), 33: (0, 2), 37: (0, 3),
+    38: (1, 3), 39: (1, 2), 40: (1, 2), 43: (0, 2), 44: (0, 1), 45: (0, 1), 46: (0, 0), 49: (0, 1), 51: (0, 0),
+    55: (0, 2), 56: (2, 3), 57: (0, 2), 58: (0, 0), 60: (0, 2), 62: (0, 4), 63: (0, 2), 64: (0, 0), 67: (0, 0),
+    73: (0, 0), 80: (0, 1), 81: (0, 0), 82: (0, 0)}
+#: KRaft's own RPCs (Fetch, Vote, Begin/EndQuorumEpoch, FetchSnapshot, ControllerRegistration: klog's controllers
+#: speak raft-rs on the port instead) and SaslHandshake/SaslAuthenticate, which klog's controller listener lists on
+#: a SASL listener only (docs/reliability.md)
+KRAFT_ONLY = {1, 17, 36, 52, 53, 54, 59, 70}
+#: advertised by Kafka's controller listener although its ControllerApis (4.3.1) has no handler for them
+NOT_HANDLED = {41, 50}
+
+
+def test_the_controller_listener_advertises_kafkas_controller_apis(cluster: Cluster) -> None:
+    """Kafka 4.3.1's controller listener, but KRaft's own RPCs: klog's lacked UnregisterBroker (64) and DescribeAcls
+    (29, ``kafka-acls --bootstrap-controller --list``), answered SECURITY_DISABLED without an authorizer, on either
+    listener with Kafka's message."""
+    body = {"client_software_name": "unregister-test", "client_software_version": "1"}
+    any_acl = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+               "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+    with _controller_wire(cluster) as controller, cluster.wire(1) as broker:
+        advertised = {k.api_key: (k.min_version, k.max_version) for k in
+                      controller.request(ApiKey.API_VERSIONS, 3, body).api_keys}
+        described = [wire.request(ApiKey.DESCRIBE_ACLS, 3, any_acl) for wire in (controller, broker)]
+    assert {k: v for k, v in advertised.items() if k not in KRAFT_ONLY | NOT_HANDLED} == KAFKA_CONTROLLER_APIS
+    # DescribeAcls' message is its own (klog's broker answered "No Authorizer is configured.", the other ACL APIs')
+    assert [(d.error_code, d.error_message, list(d.resources)) for d in described] == [
+        (ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker", [])] * 2
+
+
 def test_an_unknown_broker_id_is_broker_id_not_registered(cluster: Cluster) -> None:
     """Kafka's BrokerIdNotRegisteredException, its message in the answer, on either listener."""
     with cluster.wire(1) as broker, _controller_wire(cluster) as controller:

@@ -97,6 +97,8 @@ if TYPE_CHECKING:
         CreateTopicsResponseCreatableTopicResult,
         DeleteAclsRequest,
         DeleteAclsResponse,
+        DescribeAclsRequest,
+        DescribeAclsResponse,
         DeleteAclsResponseFilterResult,
         DeleteTopicsRequest,
         DeleteTopicsResponse,
@@ -131,14 +133,14 @@ if TYPE_CHECKING:
                               ListPartitionReassignmentsRequest, AlterClientQuotasRequest,
                               AlterUserScramCredentialsRequest, UpdateFeaturesRequest,
                               CreateDelegationTokenRequest, RenewDelegationTokenRequest,
-                              ExpireDelegationTokenRequest, DescribeConfigsRequest]
+                              ExpireDelegationTokenRequest, DescribeConfigsRequest, DescribeAclsRequest]
     ControllerResponse = Union[CreateTopicsResponse, DeleteTopicsResponse, CreateAclsResponse, DeleteAclsResponse,
                                AlterConfigsResponse, CreatePartitionsResponse, ElectLeadersResponse,
                                IncrementalAlterConfigsResponse, AlterPartitionReassignmentsResponse,
                                ListPartitionReassignmentsResponse, AlterClientQuotasResponse,
                                AlterUserScramCredentialsResponse, UpdateFeaturesResponse,
                                CreateDelegationTokenResponse, RenewDelegationTokenResponse,
-                               ExpireDelegationTokenResponse, DescribeConfigsResponse]
+                               ExpireDelegationTokenResponse, DescribeConfigsResponse, DescribeAclsResponse]
 
     #: a per-item result of a controller response: each carries an error code and message, which a refused
     #: change sets on every item that would have succeeded
@@ -178,7 +180,9 @@ CONTROLLER_API_VERSIONS: dict[int, tuple[int, int]] = {
 }
 #: api key -> (min, max) version the controller listener answers for its own clients (``--bootstrap-controller``)
 #: and brokers answer themselves, never forwarding them: DescribeConfigs (Kafka's ControllerApis, KIP-919)
-CONTROLLER_ONLY_API_VERSIONS: dict[int, tuple[int, int]] = {32: DESCRIBE_CONFIGS_VERSIONS}
+CONTROLLER_ONLY_API_VERSIONS: dict[int, tuple[int, int]] = {32: DESCRIBE_CONFIGS_VERSIONS,
+                                                             # DescribeAcls (kafka-acls --bootstrap-controller)
+                                                             29: (1, 3)}
 
 #: Kafka's "no topic id" (Uuid.ZERO_UUID)
 _ZERO_UUID = uuid.UUID(int=0)
@@ -277,6 +281,11 @@ class ControllerApis:
             return authorizer.authorize(self.quorum.image.acls, principal, host, operation, resource_type, name)
 
         requester = Requester(check, int(header.api_version), lambda: self.quorum.image)
+        if api_key == 29:   # DescribeAcls: Describe on the Cluster (Kafka's AclApis)
+            if not requester.allowed_cluster(AclOperation.DESCRIBE):
+                return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        "error_message": "Cluster authorization failed.", "resources": []}
+            return self.describe_acls(cast("DescribeAclsRequest", request))
         if api_key == 32:   # DescribeConfigs: DESCRIBE_CONFIGS on each resource (the Cluster, or the topic)
             return self.describe_configs(cast("DescribeConfigsRequest", request), lambda resource: config_denial(
                 requester, resource, AclOperation.DESCRIBE_CONFIGS))
@@ -313,6 +322,8 @@ class ControllerApis:
             return self.alter_user_scram_credentials(cast("AlterUserScramCredentialsRequest", request))
         if api_key == 57:
             return self.update_features(cast("UpdateFeaturesRequest", request), version)
+        if api_key == 29:
+            return _answered(self.describe_acls(cast("DescribeAclsRequest", request)))
         if api_key == 32:
             return _answered(self.describe_configs(cast("DescribeConfigsRequest", request), lambda resource: 0))
         if api_key in (38, 39, 40):
@@ -428,6 +439,14 @@ class ControllerApis:
                 {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": disabled} for _ in request.creations]}
         results = await self._write(lambda image: acls.create_acls(request.creations, image), _items)
         return {"throttle_time_ms": 0, "results": results}
+
+    def describe_acls(self, request: DescribeAclsRequest) -> DescribeAclsResponse:
+        """DescribeAcls on the controller listener (``kafka-acls --bootstrap-controller --list``): the committed
+        image's ACLs, as Kafka's ControllerApis answers from its authorizer (SECURITY_DISABLED without one)."""
+        if self._security_disabled() is not None:   # DescribeAcls' own message (Kafka's AclApis)
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.SECURITY_DISABLED,
+                    "error_message": acls.DESCRIBE_ACLS_DISABLED, "resources": []}
+        return acls.describe_acls(request, self.quorum.image.acls)
 
     async def delete_acls(self, request: DeleteAclsRequest) -> DeleteAclsResponse:
         disabled = self._security_disabled()
