@@ -9,7 +9,9 @@ advertised API 64 (``kafka-cluster unregister`` failed with UnsupportedVersionEx
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ from klog.protocol.errors import ErrorCode
 from klog.testing.cluster import cluster_of
 from klog.testing.cluster_api import Cluster
 from klog.testing.kafka_tools import run_kafka_tool
+from klog.testing.process import BrokerProcess
 from klog.testing.wire import WireClient, until
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(600)]
@@ -165,3 +168,14 @@ def test_a_live_broker_is_unregistered_too(cluster: Cluster) -> None:
         else:
             until(lambda: registrations() == before + 1, "broker 1 registered again")
             until(lambda: _described(wire).get(1) is False, "broker 1 unfenced")
+
+
+def test_a_single_node_answers_unregister_broker_and_refuses_voter_changes(tmp_path: Path) -> None:
+    """klog's own single node (Kafka has none): its metadata decides UnregisterBroker (an unknown id
+    BROKER_ID_NOT_REGISTERED), and its quorum of one cannot change, as a Kafka quorum of ``controller.quorum.voters``
+    (UNSUPPORTED_VERSION)."""
+    with BrokerProcess(tmp_path, {}) as node, WireClient(node.host, node.port) as wire:
+        assert _unregister(wire, 9) == (ErrorCode.BROKER_ID_NOT_REGISTERED, "Broker ID 9 is not currently registered")
+        removed = wire.request(ApiKey.REMOVE_RAFT_VOTER, 0, {"cluster_id": None, "voter_id": 9,
+                                                             "voter_directory_id": uuid.UUID(int=9)})
+        assert removed.error_code == ErrorCode.UNSUPPORTED_VERSION
