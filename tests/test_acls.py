@@ -171,7 +171,7 @@ def test_without_an_authorizer_acl_apis_answer_security_disabled(tmp_path):
                 "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
                 "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1})
             assert (answer.error_code, answer.error_message) == (ErrorCode.SECURITY_DISABLED,
-                                                                 "No Authorizer is configured.")
+                                                                 "No Authorizer is configured on the broker")
             # and everything else is allowed, as before ACLs existed
             answer = wire.request(ApiKey.METADATA, 12, {"topics": None, "include_cluster_authorized_operations": True})
             assert answer.cluster_authorized_operations != 0

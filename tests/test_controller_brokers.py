@@ -433,3 +433,33 @@ def test_a_broker_marked_in_controlled_shutdown_is_not_elected_even_when_unfence
     cl.beat(2, 18_000)
     assert cl.expire(18_001) == [1, 3]
     assert cl.partition(0).leader == NO_LEADER
+
+
+def test_unregister_takes_a_live_broker_out_of_every_isr_then_drops_its_registration_and_session() -> None:
+    """Kafka's unregisterBroker: no liveness check; ISR removal first (leaders move as on fencing), then the
+    UnregisterBrokerRecord with the registered epoch; its heartbeats are stale from then on."""
+    cl = Cluster(3)
+    cl.unfence_all(0)
+    cl.topic([[1, 2, 3], [2, 1], [1]])
+    end = cl.q.end
+    answer = cl.q.run(cl.c.unregister_broker(1, cl.q.image))
+    assert answer == {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": ""}
+    assert [r.name for r in cl.q.log[end:]] == ["PartitionChangeRecord"] * 3 + ["UnregisterBrokerRecord"]
+    assert cl.q.log[-1].data.broker_epoch == cl.epochs[1]
+    assert 1 not in cl.q.image.brokers
+    p0, p1, p2 = cl.partition(0), cl.partition(1), cl.partition(2)
+    assert (p0.leader, p0.isr) == (2, (2, 3))
+    assert (p1.leader, p1.isr) == (2, (2,))
+    assert (p2.leader, p2.isr) == (NO_LEADER, (1,))   # its only ISR member: offline, the ISR kept
+    assert 1 not in cl.c.sessions and not [key for key in cl.c.last_contact_ms if key[0] == 1]
+    assert cl.beat(1, 100)["error_code"] == ErrorCode.STALE_BROKER_EPOCH
+    # registered again (the same process, or a new one): a new epoch
+    assert cl.register(1, 200)["error_code"] == ErrorCode.NONE
+
+
+def test_unregister_of_an_id_with_no_registration_is_broker_id_not_registered() -> None:
+    cl = Cluster(2)
+    result = cl.c.unregister_broker(7, cl.q.image)
+    assert not result.records
+    assert result.response == {"throttle_time_ms": 0, "error_code": ErrorCode.BROKER_ID_NOT_REGISTERED,
+                               "error_message": "Broker ID 7 is not currently registered"}

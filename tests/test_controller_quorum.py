@@ -224,6 +224,7 @@ def test_a_kafka_client_on_the_controller_listener_gets_the_controller_apis_only
                                                               ApiKey.REMOVE_RAFT_VOTER, ApiKey.UPDATE_RAFT_VOTER,
                                                               ApiKey.ASSIGN_REPLICAS_TO_DIRS, ApiKey.ENVELOPE,
                                                               ApiKey.DESCRIBE_CONFIGS,   # answered here (KIP-919)
+                                                              ApiKey.DESCRIBE_ACLS,      # answered here too
                                                               *FORWARDED_APIS}
             wire.send(ApiKey.METADATA, 12, {"topics": None})
             assert wire.is_closed_by_peer()

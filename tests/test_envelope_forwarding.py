@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -228,3 +229,42 @@ def test_the_envelope_principal_keeps_its_token_flag_and_bad_bytes_are_refused()
                 b"\x00\x00\x05User\x06alice\x00\x00trailing", b"\x00\x00\xff\xff\xff\xff\xff\xff"):
         with pytest.raises(ValueError):
             deserialize_principal(bad)
+
+
+def test_unregister_broker_and_voter_changes_forwarded_need_alter_on_the_cluster(cluster: Any) -> None:
+    """UnregisterBroker (64) and RemoveRaftVoter (81) sent to the broker go to the controller in an envelope, which
+    checks Alter on the Cluster of the client it names (Kafka 4.3's ControllerApis): alice is refused, the super
+    user gets the controller's own answer (klog's broker listener did not serve either before 2026-12-07)."""
+    assert create_topic(admin(cluster, "admin"), "env-ready") == 0   # the broker forwards by now
+    port = cluster.client_ports[1]
+    unregister = (64, 0, {"broker_id": 77})
+    remove_voter = (81, 0, {"cluster_id": None, "voter_id": 77, "voter_directory_id": uuid.UUID(int=7)})
+    refused = asyncio.run(_requests_as(port, "alice", [unregister, remove_voter]))
+    assert [a.error_code for a in refused] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED] * 2
+    allowed = asyncio.run(_requests_as(port, "admin", [unregister, remove_voter]))
+    assert (allowed[0].error_code, allowed[0].error_message) == (ErrorCode.BROKER_ID_NOT_REGISTERED,
+                                                                 "Broker ID 77 is not currently registered")
+    # a static quorum (controller.quorum.voters, kraft.version 0) changes no voter
+    assert allowed[1].error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_describe_acls_on_the_controller_listener_needs_describe_on_the_cluster(cluster: Any) -> None:
+    """``kafka-acls --bootstrap-controller --list`` (DescribeAcls, 29, served by Kafka 4.3's controller listener; not
+    by klog's before 2026-12-07): the controller's ACLs for a principal with Describe on the Cluster."""
+    superuser = admin(cluster, "admin")
+    allow_alice_to_create(superuser, "acl-listed-")
+    port = cluster.controller_ports[CONTROLLER]
+    any_acl = (29, 3, {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                       "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1})
+    (refused,) = asyncio.run(_requests_as(port, "intruder", [any_acl]))
+    assert (refused.error_code, list(refused.resources)) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+
+    def listed() -> list[str]:
+        (answer,) = asyncio.run(_requests_as(port, "controller", [any_acl]))
+        assert answer.error_code == ErrorCode.NONE, answer
+        return [r.resource_name for r in answer.resources]
+
+    deadline = time.monotonic() + 30
+    while "acl-listed-" not in listed() and time.monotonic() < deadline:   # the controller applied the ACL
+        time.sleep(0.5)
+    assert "acl-listed-" in listed()

@@ -415,3 +415,44 @@ def test_add_controller_grows_a_standalone_quorum_that_survives_its_first_leader
         assert missing.returncode != 0 and "VoterNotFound" in missing.stderr + missing.stdout, missing
     finally:
         nodes.close()
+
+
+def _quorum_via_broker(client_port: int, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_kafka_tool(QUORUM_COMMAND, "--bootstrap-server", f"127.0.0.1:{client_port}", *args, timeout=90)
+
+
+@needs_kafka_tools
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("system", ["klog", "kafka"])
+def test_add_and_remove_controller_through_a_broker_listener(tmp_path: Path, system: str) -> None:
+    """``kafka-metadata-quorum --bootstrap-server <broker>`` add-controller / remove-controller: Kafka 4.3.1's
+    brokers advertise AddRaftVoter and RemoveRaftVoter and forward them to the active controller (klog's broker
+    listener did not advertise them: the tool failed with UnsupportedVersionException)."""
+    nodes = _KlogNodes(tmp_path) if system == "klog" else _KafkaNodes(tmp_path)
+    ports, client_ports = nodes.ports, nodes.client_ports
+    try:
+        nodes.start(1)
+        nodes.wait_started(1)
+        nodes.start(2)
+        nodes.wait_joining(2)
+        _wait("node 2 observing", lambda: _replication(ports[1]).get(2) == (nodes.directory_id(2), "Observer"))
+        deadline = time.monotonic() + 60
+        while True:   # retried while the leader answers that node 2 is not caught up yet (Kafka)
+            out = _quorum_via_broker(client_ports[1], "--command-config", str(nodes.cfgs[2]), "add-controller")
+            if out.returncode == 0 or "TimeoutException" not in out.stderr + out.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        assert out.returncode == 0, (out.stdout, out.stderr, nodes.tail(1))
+        assert "Added controller 2" in out.stdout, out.stdout
+        assert _voters(ports[1]) == {1, 2}
+        nodes.wait_started(2)
+        # node 2's own broker forwards too: the voter removed is itself
+        key = ("--controller-id", "2", f"--controller-directory-id={nodes.directory_id(2)}")
+        out = _quorum_via_broker(client_ports[2], "remove-controller", *key)
+        assert out.returncode == 0, (out.stdout, out.stderr, nodes.tail(1))
+        assert re.search(r"Removed\s+KRaft controller 2 ", out.stdout), out.stdout   # (Kafka prints two spaces)
+        _wait("node 2 no longer a voter", lambda: _voters(ports[1]) == {1})
+        missing = _quorum_via_broker(client_ports[1], "remove-controller", *key)
+        assert missing.returncode != 0 and "VoterNotFound" in missing.stderr + missing.stdout, missing
+    finally:
+        nodes.close()

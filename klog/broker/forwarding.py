@@ -1,8 +1,8 @@
 """Requests any broker accepts and the active controller decides (Kafka 4's ``ForwardingManager``).
 
 A KRaft broker does not answer CreateTopics, DeleteTopics, CreatePartitions, CreateAcls, DeleteAcls, AlterConfigs,
-IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments or ListPartitionReassignments
-itself: it sends them to the active controller over the controller
+IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, UnregisterBroker,
+AddRaftVoter or RemoveRaftVoter itself: it sends them to the active controller over the controller
 listener and relays the answer. klog's combined nodes do the same: the node that leads the quorum decides locally
 (authorized as the client by this broker), any other sends the request, at the client's version, to the controller
 listener of the leader its Raft member knows, wrapped in an EnvelopeRequest (API 58, KIP-590) naming the client's
@@ -60,6 +60,9 @@ FORWARDED_APIS: dict[int, tuple[str, tuple[str, ...]]] = {
     38: ("CreateDelegationToken", ()),
     39: ("RenewDelegationToken", ()),
     40: ("ExpireDelegationToken", ()),
+    64: ("UnregisterBroker", ()),   # decided by the active controller's broker lifecycle, not its ControllerApis
+    80: ("AddRaftVoter", ()),       # decided by the quorum leader (klog.controller.voter_changes)
+    81: ("RemoveRaftVoter", ()),
 }
 #: forwarded APIs whose handlers call the forwarder themselves (after Kafka's broker-side checks, with the
 #: client's principal: klog.broker.handlers.tokens), not wrapped by :func:`forwarding_handlers`

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
         DescribeAclsResponseResource,
     )
 
-__all__ = ["MAX_NEW_ACLS_PER_REQUEST", "create_acls", "delete_acls", "describe_acls", "entry_of", "filter_of"]
+__all__ = ["DESCRIBE_ACLS_DISABLED", "MAX_NEW_ACLS_PER_REQUEST", "create_acls", "delete_acls", "describe_acls",
+           "entry_of", "filter_of"]
 
 #: Kafka's controller collects a request's new ACL records in a list bounded at 10,000 (max.records.per.user.op);
 #: a request creating more is refused whole, every binding answering POLICY_VIOLATION, nothing stored.
@@ -114,6 +115,11 @@ def delete_acls(filters: Iterable[DeleteAclsRequestFilter], image: MetadataImage
         results.append({"error_code": NONE, "error_message": None, "matching_acls": matched})
     records = [record("RemoveAccessControlEntryRecord", id=acl_id) for acl_id in removed]
     return ControllerResult(records, results)
+
+
+#: DescribeAcls' answer without an authorizer (Kafka's AclApis.handleDescribeAcls, on a broker and a controller
+#: alike; its other ACL APIs say "No Authorizer is configured.")
+DESCRIBE_ACLS_DISABLED = "No Authorizer is configured on the broker"
 
 
 def describe_acls(request: DescribeAclsRequest, acls: Mapping[uuid.UUID, AclEntry]) -> DescribeAclsResponse:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, TypeVar, Union, cast
 from klog.controller import acls
 from klog.controller.authorize import ControllerRequest as GuardedRequest
 from klog.controller.authorize import Requester, config_denial, guard
+from klog.controller.brokers import not_registered, unregister_records, unregistered
 from klog.controller.configs import ConfigControlManager
 from klog.controller.describe_configs import DESCRIBE_CONFIGS_VERSIONS, DescribedNode, describe_configs
 from klog.controller.features import UPGRADE, FeatureUpdate, kraft_version, update_features
@@ -96,6 +97,8 @@ if TYPE_CHECKING:
         CreateTopicsResponseCreatableTopicResult,
         DeleteAclsRequest,
         DeleteAclsResponse,
+        DescribeAclsRequest,
+        DescribeAclsResponse,
         DeleteAclsResponseFilterResult,
         DeleteTopicsRequest,
         DeleteTopicsResponse,
@@ -116,6 +119,7 @@ if TYPE_CHECKING:
         ListPartitionReassignmentsResponse,
         RenewDelegationTokenRequest,
         RenewDelegationTokenResponse,
+        UnregisterBrokerResponse,
         UpdateFeaturesRequest,
         UpdateFeaturesResponse,
     )
@@ -129,14 +133,14 @@ if TYPE_CHECKING:
                               ListPartitionReassignmentsRequest, AlterClientQuotasRequest,
                               AlterUserScramCredentialsRequest, UpdateFeaturesRequest,
                               CreateDelegationTokenRequest, RenewDelegationTokenRequest,
-                              ExpireDelegationTokenRequest, DescribeConfigsRequest]
+                              ExpireDelegationTokenRequest, DescribeConfigsRequest, DescribeAclsRequest]
     ControllerResponse = Union[CreateTopicsResponse, DeleteTopicsResponse, CreateAclsResponse, DeleteAclsResponse,
                                AlterConfigsResponse, CreatePartitionsResponse, ElectLeadersResponse,
                                IncrementalAlterConfigsResponse, AlterPartitionReassignmentsResponse,
                                ListPartitionReassignmentsResponse, AlterClientQuotasResponse,
                                AlterUserScramCredentialsResponse, UpdateFeaturesResponse,
                                CreateDelegationTokenResponse, RenewDelegationTokenResponse,
-                               ExpireDelegationTokenResponse, DescribeConfigsResponse]
+                               ExpireDelegationTokenResponse, DescribeConfigsResponse, DescribeAclsResponse]
 
     #: a per-item result of a controller response: each carries an error code and message, which a refused
     #: change sets on every item that would have succeeded
@@ -176,7 +180,9 @@ CONTROLLER_API_VERSIONS: dict[int, tuple[int, int]] = {
 }
 #: api key -> (min, max) version the controller listener answers for its own clients (``--bootstrap-controller``)
 #: and brokers answer themselves, never forwarding them: DescribeConfigs (Kafka's ControllerApis, KIP-919)
-CONTROLLER_ONLY_API_VERSIONS: dict[int, tuple[int, int]] = {32: DESCRIBE_CONFIGS_VERSIONS}
+CONTROLLER_ONLY_API_VERSIONS: dict[int, tuple[int, int]] = {32: DESCRIBE_CONFIGS_VERSIONS,
+                                                             # DescribeAcls (kafka-acls --bootstrap-controller)
+                                                             29: (1, 3)}
 
 #: Kafka's "no topic id" (Uuid.ZERO_UUID)
 _ZERO_UUID = uuid.UUID(int=0)
@@ -293,6 +299,11 @@ class ControllerApis:
             return authorizer.authorize(self.quorum.image.acls, principal, host, operation, resource_type, name)
 
         requester = Requester(check, int(header.api_version), lambda: self.quorum.image)
+        if api_key == 29:   # DescribeAcls: Describe on the Cluster (Kafka's AclApis)
+            if not requester.allowed_cluster(AclOperation.DESCRIBE):
+                return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        "error_message": "Cluster authorization failed.", "resources": []}
+            return self.describe_acls(cast("DescribeAclsRequest", request))
         if api_key == 32:   # DescribeConfigs: DESCRIBE_CONFIGS on each resource (the Cluster, or the topic)
             return self.describe_configs(cast("DescribeConfigsRequest", request), lambda resource: config_denial(
                 requester, resource, AclOperation.DESCRIBE_CONFIGS))
@@ -329,6 +340,8 @@ class ControllerApis:
             return self.alter_user_scram_credentials(cast("AlterUserScramCredentialsRequest", request))
         if api_key == 57:
             return self.update_features(cast("UpdateFeaturesRequest", request), version)
+        if api_key == 29:
+            return _answered(self.describe_acls(cast("DescribeAclsRequest", request)))
         if api_key == 32:
             return _answered(self.describe_configs(cast("DescribeConfigsRequest", request), lambda resource: 0))
         if api_key in (38, 39, 40):
@@ -445,6 +458,14 @@ class ControllerApis:
         results = await self._write(lambda image: acls.create_acls(request.creations, image), _items)
         return {"throttle_time_ms": 0, "results": results}
 
+    def describe_acls(self, request: DescribeAclsRequest) -> DescribeAclsResponse:
+        """DescribeAcls on the controller listener (``kafka-acls --bootstrap-controller --list``): the committed
+        image's ACLs, as Kafka's ControllerApis answers from its authorizer (SECURITY_DISABLED without one)."""
+        if self._security_disabled() is not None:   # DescribeAcls' own message (Kafka's AclApis)
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.SECURITY_DISABLED,
+                    "error_message": acls.DESCRIBE_ACLS_DISABLED, "resources": []}
+        return acls.describe_acls(request, self.quorum.image.acls)
+
     async def delete_acls(self, request: DeleteAclsRequest) -> DeleteAclsResponse:
         disabled = self._security_disabled()
         if disabled is not None:
@@ -532,6 +553,28 @@ class ControllerApis:
         """A block of producer ids for ``broker_id`` (Kafka's ProducerIdControlManager): (first id, size), once
         its ProducerIdsRecord is committed. Raises TopicError when it was not committed."""
         return await self.write(lambda image: allocate_producer_ids(broker_id, broker_epoch, image))
+
+    async def unregister_broker(self, broker_id: int) -> UnregisterBrokerResponse:
+        """UnregisterBroker where no broker lifecycle service decides it (a single voter: its broker's registration
+        is the image's only one); a quorum member's is decided with its broker sessions
+        (klog.controller.broker_service)."""
+        def decide(image: MetadataImage) -> ControllerResult[UnregisterBrokerResponse]:
+            if broker_id not in image.brokers:
+                return ControllerResult((), not_registered(broker_id))
+            def is_active(node: int) -> bool:
+                registration = image.brokers.get(node)
+                return registration is not None and not registration.fenced \
+                    and not registration.in_controlled_shutdown
+            default_unclean = bool(self.config["unclean.leader.election.enable"])
+            return ControllerResult(unregister_records(
+                image, broker_id, is_active, lambda topic: unclean_election_allowed(image, topic, default_unclean),
+                int(self.config["min.insync.replicas"])),
+                unregistered())
+
+        decision = await self.writer.decide(decide)
+        if decision.refusal is not None:
+            return {"throttle_time_ms": 0, "error_code": decision.refusal.code, "error_message": None}
+        return decision.response
 
     # ---- SCRAM credentials ---------------------------------------------------------------------------
 

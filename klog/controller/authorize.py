@@ -238,7 +238,7 @@ def refusal(api_key: int, api_version: int, request: ControllerRequest, code: in
     refused its envelope: Kafka's ``getErrorResponse(UNKNOWN_SERVER_ERROR)``)."""
     if api_key in _CLUSTER_APIS:
         return _cluster_denied(api_key, request, code, message)
-    if api_key in (38, 39, 40):   # the delegation-token APIs: one top-level error code
+    if api_key in (38, 39, 40, 64, 80, 81):   # delegation tokens, UnregisterBroker, voter changes: one error code
         return {"throttle_time_ms": 0, "error_code": code}
     nobody = Requester(lambda operation, resource_type, name, count: False, api_version, MetadataImage)
     _, _, refused, out = _denied_items(api_key, nobody, request)

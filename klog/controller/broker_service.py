@@ -51,6 +51,8 @@ if TYPE_CHECKING:
         BrokerHeartbeatResponse,
         BrokerRegistrationRequest,
         BrokerRegistrationResponse,
+        UnregisterBrokerRequest,
+        UnregisterBrokerResponse,
     )
     from klog.controller.describe_quorum import LifecycleRequest, LifecycleResponse
 
@@ -96,7 +98,8 @@ class BrokerLifecycleService:
             ApiKey.BROKER_REGISTRATION: self._register, ApiKey.BROKER_HEARTBEAT: self._heartbeat,
             ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
             ApiKey.ALTER_PARTITION: self._alter_partition,
-            ApiKey.ASSIGN_REPLICAS_TO_DIRS: self._assign_replicas_to_dirs}
+            ApiKey.ASSIGN_REPLICAS_TO_DIRS: self._assign_replicas_to_dirs,
+            ApiKey.UNREGISTER_BROKER: self._unregister}
         node.driver.add_committed_listener(self._on_committed)
 
     async def start(self) -> None:
@@ -214,6 +217,14 @@ class BrokerLifecycleService:
         response = await self._decide(lambda image, _offset: self.manager.assign_replicas_to_dirs(request, image))
         if response is None:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "directories": []}
+        return response
+
+    async def _unregister(self, request: UnregisterBrokerRequest) -> UnregisterBrokerResponse:
+        """UnregisterBroker (64, ``kafka-cluster unregister``): decided with the sessions, which it changes."""
+        broker_id = int(request.broker_id)
+        response = await self._decide(lambda image, _offset: self.manager.unregister_broker(broker_id, image))
+        if response is None:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": None}
         return response
 
     async def _allocate_producer_ids(self, request: AllocateProducerIdsRequest) -> AllocateProducerIdsResponse:

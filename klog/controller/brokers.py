@@ -46,7 +46,11 @@ Semantics (Kafka 4.x):
   broker's replicas in those dirs out of their ISR and leadership; AssignReplicasToDirs records which dir holds
   each replica; a replica in an offline dir never leads.
 
-Not here (yet): UnregisterBroker.
+- UnregisterBroker (``kafka-cluster unregister``): the broker leaves every ISR (its leaderships move as on
+  fencing), then an UnregisterBrokerRecord with its registered epoch; its session is dropped. As Kafka 4.3's
+  ``ReplicationControlManager.unregisterBroker`` it needs only a registration (an unknown id is
+  BROKER_ID_NOT_REGISTERED): a live broker is unregistered too, and re-registers once its heartbeat is answered
+  STALE_BROKER_EPOCH.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ if TYPE_CHECKING:
         BrokerHeartbeatResponse,
         BrokerRegistrationRequest,
         BrokerRegistrationResponse,
+        UnregisterBrokerResponse,
     )
 
 __all__ = [
@@ -90,6 +95,9 @@ __all__ = [
     "ClusterControlManager",
     "LifecycleResult",
     "leader_and_isr_changes",
+    "not_registered",
+    "unregister_records",
+    "unregistered",
 ]
 
 log = logging.getLogger("klog.controller.brokers")
@@ -390,6 +398,23 @@ class ClusterControlManager:
         session.controlled_shutdown_offset = -1
         return ControllerResult(records, broker_id)
 
+    # ---- UnregisterBroker (64) --------------------------------------------------------------------------
+
+    def unregister_broker(self, broker_id: int, image: MetadataImage) -> ControllerResult[UnregisterBrokerResponse]:
+        """Kafka's ``unregisterBroker`` / ``handleBrokerUnregistered``: out of every ISR (then ELR) it is in, then
+        the UnregisterBrokerRecord; the session goes (heartbeats of that epoch are stale from now)."""
+        registration = image.brokers.get(broker_id)
+        if registration is None:
+            log.info("UnregisterBroker: broker %d is not registered", broker_id)
+            return ControllerResult((), not_registered(broker_id))
+        records = unregister_records(image, broker_id, self._is_active_in(image), self._unclean_for(image),
+                                     self.min_insync_replicas)
+        self.sessions.pop(broker_id, None)
+        for key in [key for key in self.last_contact_ms if key[0] == broker_id]:
+            del self.last_contact_ms[key]
+        log.info("unregistering broker %d (epoch %d)", broker_id, registration.epoch)
+        return ControllerResult(records, unregistered())
+
     # ---- records ------------------------------------------------------------------------------------------
 
     def _fence_records(self, broker_id: int, image: MetadataImage, session: BrokerSession) -> list[MetadataRecord]:
@@ -462,6 +487,33 @@ class ClusterControlManager:
 
     def _unclean_for(self, image: MetadataImage) -> Callable[[str], bool]:
         return lambda topic: unclean_election_allowed(image, topic, self.unclean_leader_election)
+
+
+def unregistered() -> UnregisterBrokerResponse:
+    """UnregisterBroker's success, as Kafka 4.3.1 answers it (a new response's ErrorMessage: "", not null)."""
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": ""}
+
+
+def not_registered(broker_id: int) -> UnregisterBrokerResponse:
+    """UnregisterBroker's answer for an id with no registration (Kafka's BrokerIdNotRegisteredException)."""
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.BROKER_ID_NOT_REGISTERED,
+            "error_message": f"Broker ID {broker_id} is not currently registered"}
+
+
+def unregister_records(image: MetadataImage, broker_id: int, is_active: Callable[[int], bool],
+                       unclean: Callable[[str], bool], min_insync_replicas: int = MIN_INSYNC_REPLICAS
+                       ) -> list[MetadataRecord]:
+    """The records unregistering registered ``broker_id`` (Kafka's ``handleBrokerUnregistered``): its ISR
+    memberships, then its ELR ones, removed as on fencing, then the UnregisterBrokerRecord."""
+    def without(partitions: Iterator[tuple[TopicImage, int, PartitionRegistration]]) -> list[MetadataRecord]:
+        return leader_and_isr_changes(image, is_active, unclean, partitions, remove=broker_id,
+                                      min_insync_replicas=min_insync_replicas)
+
+    records = without(_with_in_isr(image, broker_id))
+    records += without((t, pid, p) for t, pid, p in _with_in_isr_or_elr(image, broker_id) if broker_id not in p.isr)
+    records.append(record("UnregisterBrokerRecord", broker_id=broker_id,
+                          broker_epoch=image.brokers[broker_id].epoch))
+    return records
 
 
 def _leads_any(image: MetadataImage, broker_id: int) -> bool:

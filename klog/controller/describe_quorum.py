@@ -74,6 +74,8 @@ if TYPE_CHECKING:
         EnvelopeRequest,
         RemoveRaftVoterRequest,
         RemoveRaftVoterResponse,
+        UnregisterBrokerRequest,
+        UnregisterBrokerResponse,
         UpdateRaftVoterRequest,
         UpdateRaftVoterResponse,
         DescribeQuorumResponse,
@@ -82,12 +84,12 @@ if TYPE_CHECKING:
         DescribeQuorumResponseReplicaState,
     )
 
-    #: BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds as decoded
+    #: BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds, UnregisterBroker as decoded
     LifecycleRequest = Union[BrokerRegistrationRequest, BrokerHeartbeatRequest, AlterPartitionRequest,
-                             AllocateProducerIdsRequest, AssignReplicasToDirsRequest]
+                             AllocateProducerIdsRequest, AssignReplicasToDirsRequest, UnregisterBrokerRequest]
     #: and their answers
     LifecycleResponse = Union[BrokerRegistrationResponse, BrokerHeartbeatResponse, AlterPartitionResponse,
-                              AllocateProducerIdsResponse, AssignReplicasToDirsResponse]
+                              AllocateProducerIdsResponse, AssignReplicasToDirsResponse, UnregisterBrokerResponse]
 
 __all__ = ["ControllerListener", "QuorumStatus", "ReplicaStatus", "describe_quorum_response", "quorum_status",
            "single_voter_status"]
@@ -112,10 +114,16 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 55: (0, 2), 60: (0, 2
                                                73: versions(73),
                                                # AlterPartition (klog.controller.partitions_isr): Kafka 4's 2-3
                                                56: (2, 3),
+                                               # UnregisterBroker (klog.controller.broker_service)
+                                               64: versions(64),
                                                # KIP-853 voter changes (klog.controller.voter_changes)
                                                80: versions(80), 81: versions(81), 82: versions(82)}
+#: what brokers forward in an envelope and this listener decides itself (Kafka 4.3's KafkaApis forwards them:
+#: ``kafka-cluster unregister`` and ``kafka-metadata-quorum --bootstrap-server add-controller/remove-controller``),
+#: each needing Alter on the Cluster of the principal the envelope names
+ENVELOPED_HERE: dict[int, tuple[int, int]] = {64: versions(64), 80: versions(80), 81: versions(81)}
 #: the answers with a top-level error code, refused CLUSTER_AUTHORIZATION_FAILED (others close the connection)
-TOP_LEVEL_ERROR_APIS = frozenset({38, 39, 40, 43, 45, 46, 55, 56, 57, 58, 60, 62, 63, 67, 73, 80, 81, 82})
+TOP_LEVEL_ERROR_APIS = frozenset({38, 39, 40, 43, 45, 46, 55, 56, 57, 58, 60, 62, 63, 64, 67, 73, 80, 81, 82})
 _SIZE = struct.Struct(">i")
 NONE = ErrorCode.NONE
 NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -124,6 +132,12 @@ UNSUPPORTED_ENDPOINT_TYPE = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
 #: DescribeCluster's endpoint types (Kafka's EndpointType): what a broker's and a controller's listeners describe
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 _ENDPOINT_NAMES = {BROKER_ENDPOINT: "BROKER", CONTROLLER_ENDPOINT: "CONTROLLER"}
+
+
+def cluster_authorization_failed() -> dict[str, Any]:
+    """The refusal of a request without the Cluster operation it needs (a top-level error code and message)."""
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": "Cluster authorization failed."}
 
 
 def describe_cluster_refusal(api_version: int, served: int, requested: int) -> DescribeClusterResponse | None:
@@ -485,11 +499,12 @@ class ControllerListener:
         """``request``: the decoded body of API ``api_key`` (of the type the method answering it takes);
         ``header`` and ``peer`` (the connection's peer name) are passed on to the forwarded requests' decider."""
         if api_key == ENVELOPE_API_KEY and self._decide_enveloped is not None:
-            return open_envelope(cast("EnvelopeRequest", request), self._forwarded, self._decide_enveloped)
+            return open_envelope(cast("EnvelopeRequest", request), {**self._forwarded, **ENVELOPED_HERE},
+                                 self._decide_envelope)
         if api_key not in CONTROLLER_APIS and self._decide_forwarded is not None:
             assert header is not None, "a forwarded request is decided with its header"
             return self._decide_forwarded(header, request, peer)
-        if api_key in (56, 62, 63, 67, 73) and self.broker_lifecycle is not None:
+        if api_key in (56, 62, 63, 64, 67, 73) and self.broker_lifecycle is not None:
             return self.broker_lifecycle.handle(api_key, cast("LifecycleRequest", request))
         if api_key == 55:
             return self.describe_quorum(cast("DescribeQuorumRequest", request))
@@ -504,6 +519,23 @@ class ControllerListener:
                                          int(header.api_version) if header is not None else 1)
         return self.api_versions(cast("ApiVersionsRequest", request),
                                  int(header.api_version) if header is not None else 0)
+
+    async def _decide_envelope(self, header: RequestHeader, request: Any, principal: KafkaPrincipal, host: str
+                               ) -> Any:
+        """An enveloped request: UnregisterBroker, AddRaftVoter and RemoveRaftVoter decided here as the principal
+        the envelope names (Alter on the Cluster, as Kafka's ControllerApis), the rest by the deciding
+        ControllerApis."""
+        api_key = int(header.api_key)
+        if api_key not in ENVELOPED_HERE:
+            assert self._decide_enveloped is not None
+            return await self._decide_enveloped(header, request, principal, host)
+        access = self.port.access if self.port is not None else None
+        if access is not None and not access.may(principal, host, AclOperation.ALTER):
+            access.refuse_unauthorized(principal, host, f"api {api_key} v{header.api_version} (forwarded)",
+                                       AclOperation.ALTER)
+            return cluster_authorization_failed()
+        handled = self.handle(api_key, request, header)
+        return handled if isinstance(handled, Mapping) else await handled
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, prefix: bytes,
                     principal: KafkaPrincipal | None = None) -> None:
@@ -552,8 +584,7 @@ class ControllerListener:
             if needed is not None and not access.may(principal, host, needed):
                 access.refuse_unauthorized(principal, address, f"api {api_key} v{version}", needed)
                 if api_key in TOP_LEVEL_ERROR_APIS and (api_key != 43 or version >= 1):
-                    return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                            "error_message": "Cluster authorization failed."}
+                    return cluster_authorization_failed()
                 raise ConnectionAbortedError(f"api {api_key} refused: not authorized")
             return self.handle(api_key, request, header, peer)
 

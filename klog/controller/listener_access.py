@@ -8,7 +8,7 @@ The principal: ``User:ANONYMOUS`` on ``PLAINTEXT``; on ``SSL`` the client certif
 With ``authorizer.class.name`` set each request is authorized as Kafka 4.3's controller does
 (:data:`CLUSTER_OPERATION_NEEDED`): the nodes' own requests (broker registrations and heartbeats, AlterPartition,
 AllocateProducerIds, AssignReplicasToDirs, UpdateRaftVoter, envelopes) and the Raft and observer connections need
-ClusterAction on the Cluster, AddRaftVoter/RemoveRaftVoter and DescribeCluster Alter, DescribeQuorum Describe; the
+ClusterAction on the Cluster, UnregisterBroker, AddRaftVoter/RemoveRaftVoter and DescribeCluster Alter, DescribeQuorum Describe; the
 admin requests sent to the listener directly (``--bootstrap-controller``) are authorized as their sender with the
 ACLs Kafka checks for each (:mod:`klog.controller.authorize`). Until the controller's metadata image holds the
 ACLs only ``super.users`` pass, so a PLAINTEXT controller listener needs ``super.users=User:ANONYMOUS``, as on
@@ -42,6 +42,7 @@ CLUSTER_OPERATION_NEEDED: dict[int, int | None] = {
     18: None,                              # ApiVersions
     55: AclOperation.DESCRIBE,             # DescribeQuorum
     60: AclOperation.ALTER,                # DescribeCluster ("unlike on the broker", Kafka's comment says)
+    64: AclOperation.ALTER,                # UnregisterBroker
     80: AclOperation.ALTER,                # AddRaftVoter
     81: AclOperation.ALTER,                # RemoveRaftVoter
     56: AclOperation.CLUSTER_ACTION,       # AlterPartition

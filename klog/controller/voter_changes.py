@@ -43,8 +43,8 @@ if TYPE_CHECKING:
         UpdateRaftVoterResponse,
     )
 
-__all__ = ["AddVoter", "RemoveVoter", "UpdateVoter", "VoterChangeError", "VoterChanges", "VoterSetState",
-           "decide_add_voter", "decide_remove_voter", "decide_update_voter"]
+__all__ = ["STATIC_QUORUM_MESSAGE", "AddVoter", "RemoveVoter", "UpdateVoter", "VoterChangeError", "VoterChanges",
+           "VoterSetState", "decide_add_voter", "decide_remove_voter", "decide_update_voter", "static_quorum_refusal"]
 
 log = logging.getLogger("klog.controller")
 
@@ -102,6 +102,16 @@ def _error(code: ErrorCode, message: str) -> VoterChangeError:
     return VoterChangeError(code, message)
 
 
+#: why a quorum of ``controller.quorum.voters`` (kraft.version 0) changes no voter
+STATIC_QUORUM_MESSAGE = ("the voter set is static (controller.quorum.voters, kraft.version 0): voters are changed "
+                         "only in a quorum formatted with controller.quorum.bootstrap.servers")
+
+
+def static_quorum_refusal() -> AddRaftVoterResponse:
+    """AddRaftVoter's / RemoveRaftVoter's answer where the voter set cannot change (a single voter's quorum too)."""
+    return answer(_error(ErrorCode.UNSUPPORTED_VERSION, STATIC_QUORUM_MESSAGE))
+
+
 def _common(state: VoterSetState, request: AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateRaftVoterRequest
             ) -> VoterChangeError | None:
     cid = getattr(request, "cluster_id", None)
@@ -111,9 +121,7 @@ def _common(state: VoterSetState, request: AddRaftVoterRequest | RemoveRaftVoter
         return _error(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"node {state.node_id} is not the quorum leader (leader: "
                                                 f"{state.leader_id})")
     if not state.dynamic:
-        return _error(ErrorCode.UNSUPPORTED_VERSION, "the voter set is static (controller.quorum.voters, kraft.version 0): "
-                                             "voters are changed only in a quorum formatted with "
-                                             "controller.quorum.bootstrap.servers")
+        return _error(ErrorCode.UNSUPPORTED_VERSION, STATIC_QUORUM_MESSAGE)
     if state.change_pending:
         return _error(ErrorCode.REQUEST_TIMED_OUT, "another voter change is still being committed; retry")
     return None

@@ -2477,6 +2477,23 @@ class BrokerHeartbeatResponse(TypedDict, total=False):
     should_shut_down: bool  # versions 0+
 
 
+# --- UnregisterBroker (64) ----------------------------------------------------------------------------------
+
+
+class UnregisterBrokerRequest(Protocol):
+    """UnregisterBrokerRequest v0 (flexible 0+), as decoded."""
+
+    broker_id: int  # versions 0+
+
+
+class UnregisterBrokerResponse(TypedDict, total=False):
+    """UnregisterBrokerResponse v0 (flexible 0+), to encode."""
+
+    throttle_time_ms: int  # versions 0+
+    error_code: int  # versions 0+
+    error_message: str | None  # versions 0+, nullable 0+
+
+
 # --- DescribeTransactions (65) ------------------------------------------------------------------------------
 
 
@@ -3948,6 +3965,7 @@ MESSAGE_TYPES: dict[int, tuple[type, type]] = {
     61: (DescribeProducersRequest, DescribeProducersResponse),
     62: (BrokerRegistrationRequest, BrokerRegistrationResponse),
     63: (BrokerHeartbeatRequest, BrokerHeartbeatResponse),
+    64: (UnregisterBrokerRequest, UnregisterBrokerResponse),
     65: (DescribeTransactionsRequest, DescribeTransactionsResponse),
     66: (ListTransactionsRequest, ListTransactionsResponse),
     67: (AllocateProducerIdsRequest, AllocateProducerIdsResponse),

@@ -1423,6 +1423,20 @@ API(63, 'BrokerHeartbeat', "0-2", flexible='0+',
         ('should_shut_down', 'bool', '0+'),
     ),
 )
+#: the response of UnregisterBroker, AddRaftVoter and RemoveRaftVoter: a top-level error code and message
+_THROTTLE_ERROR_MESSAGE = (
+    ('throttle_time_ms', 'int32', '0+'),
+    ('error_code', 'int16', '0+'),
+    ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
+)
+# UnregisterBroker: an operator removes a decommissioned broker's registration (``kafka-cluster unregister``);
+# brokers forward it to the active controller.
+API(64, 'UnregisterBroker', "0", flexible='0+',
+    request=(
+        ('broker_id', 'int32', '0+'),
+    ),
+    response=_THROTTLE_ERROR_MESSAGE,
+)
 API(61, 'DescribeProducers', "0", flexible='0+',
     request=(
         ('topics', '[]TopicRequest', '0+', (
@@ -1845,11 +1859,7 @@ API(80, 'AddRaftVoter', "0-1", flexible='0+',
         ('listeners', '[]Listener', '0+', _VOTER_LISTENER),
         ('ack_when_committed', 'bool', '1+', {'default': True}),
     ),
-    response=(
-        ('throttle_time_ms', 'int32', '0+'),
-        ('error_code', 'int16', '0+'),
-        ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
-    ),
+    response=_THROTTLE_ERROR_MESSAGE,
 )
 API(81, 'RemoveRaftVoter', "0", flexible='0+',
     request=(
@@ -1857,11 +1867,7 @@ API(81, 'RemoveRaftVoter', "0", flexible='0+',
         ('voter_id', 'int32', '0+'),
         ('voter_directory_id', 'uuid', '0+'),
     ),
-    response=(
-        ('throttle_time_ms', 'int32', '0+'),
-        ('error_code', 'int16', '0+'),
-        ('error_message', 'string', '0+', {'nullable': '0+', 'default': None}),
-    ),
+    response=_THROTTLE_ERROR_MESSAGE,
 )
 API(82, 'UpdateRaftVoter', "0", flexible='0+',
     request=(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
-from klog.controller.acls import describe_acls
+from klog.controller.acls import DESCRIBE_ACLS_DISABLED, describe_acls
 from klog.controller.apis import CONTROLLER_API_VERSIONS
 from klog.security.acl import AclOperation
 
@@ -36,8 +36,8 @@ def handle_describe_acls(broker: HandlerBroker, ctx: RequestContext, request: De
         return {"throttle_time_ms": 0, "error_code": errors.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": _CLUSTER_DENIED, "resources": []}
     if broker.access is None:
-        return {"throttle_time_ms": 0, "error_code": errors.SECURITY_DISABLED, "error_message": _DISABLED,
-                "resources": []}
+        return {"throttle_time_ms": 0, "error_code": errors.SECURITY_DISABLED,
+                "error_message": DESCRIBE_ACLS_DISABLED, "resources": []}
     return describe_acls(request, broker.metadata.image.acls)
 
 

@@ -1,9 +1,14 @@
-"""DescribeCluster (60)."""
+"""DescribeCluster (60), DescribeQuorum (55), and the controller requests Kafka's brokers forward without deciding
+anything themselves: UnregisterBroker (64, ``kafka-cluster unregister``), AddRaftVoter (80) and RemoveRaftVoter
+(81) (``kafka-metadata-quorum --bootstrap-server add-controller / remove-controller``). A quorum member's broker
+forwards these to the active controller (klog.broker.forwarding, in an envelope naming the client); the handlers
+below are what the node that is the active controller answers itself."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
@@ -15,8 +20,13 @@ if TYPE_CHECKING:
     from klog.protocol.message_types import (
         DescribeClusterRequest,
         DescribeClusterResponse,
+        AddRaftVoterRequest,
+        AddRaftVoterResponse,
         DescribeQuorumRequest,
         DescribeQuorumResponse,
+        RemoveRaftVoterRequest,
+        UnregisterBrokerRequest,
+        UnregisterBrokerResponse,
     )
 
 
@@ -78,3 +88,57 @@ async def handle_describe_quorum(broker: HandlerBroker, ctx: RequestContext, req
         return describe_quorum_response(None, request)
     status = single_voter_status(broker.node_id, single.epoch, single.committed_end, single.log.log_end_offset)
     return describe_quorum_response(status, request)
+
+
+def _cluster_alter_refusal(broker: HandlerBroker, ctx: RequestContext) -> dict[str, Any] | None:
+    """Alter on the Cluster, which Kafka's controller checks for these three (its ControllerApis)."""
+    from klog.controller.describe_quorum import cluster_authorization_failed
+
+    if authz.allowed_cluster(broker, ctx, authz.AclOperation.ALTER):
+        return None
+    return cluster_authorization_failed()
+
+
+@handler(64, 0, 0)
+async def handle_unregister_broker(broker: HandlerBroker, ctx: RequestContext, request: UnregisterBrokerRequest
+                                   ) -> UnregisterBrokerResponse | dict[str, Any]:
+    """On the active controller's node: its controller decides (klog.controller.broker_service); on a single
+    voter, its own metadata (klog.controller.apis.ControllerApis.unregister_broker)."""
+    refused = _cluster_alter_refusal(broker, ctx)
+    if refused is not None:
+        return refused
+    listener = broker.controller_listener
+    if listener is not None:
+        return cast("UnregisterBrokerResponse", await _answered(listener.handle(64, request, ctx.header)))
+    return await broker.controller_apis.unregister_broker(int(request.broker_id))
+
+
+@handler(80, 0, 1)
+async def handle_add_raft_voter(broker: HandlerBroker, ctx: RequestContext, request: AddRaftVoterRequest
+                                ) -> AddRaftVoterResponse | dict[str, Any]:
+    return await _voter_change(broker, ctx, 80, request)
+
+
+@handler(81, 0, 0)
+async def handle_remove_raft_voter(broker: HandlerBroker, ctx: RequestContext, request: RemoveRaftVoterRequest
+                                   ) -> AddRaftVoterResponse | dict[str, Any]:
+    return await _voter_change(broker, ctx, 81, request)
+
+
+async def _voter_change(broker: HandlerBroker, ctx: RequestContext, api_key: int,
+                        request: AddRaftVoterRequest | RemoveRaftVoterRequest) -> dict[str, Any]:
+    """The quorum leader's node decides (klog.controller.voter_changes); a single voter's quorum is static, as a
+    Kafka quorum of ``controller.quorum.voters`` (kraft.version 0): UNSUPPORTED_VERSION."""
+    from klog.controller.voter_changes import static_quorum_refusal
+
+    refused = _cluster_alter_refusal(broker, ctx)
+    if refused is not None:
+        return refused
+    listener = broker.controller_listener
+    if listener is None:
+        return dict(static_quorum_refusal())
+    return dict(await _answered(listener.handle(api_key, request, ctx.header)))
+
+
+async def _answered(answer: Any) -> Any:
+    return answer if isinstance(answer, Mapping) else await answer
