@@ -514,3 +514,72 @@ def test_alter_client_quotas_checks_an_entity_in_kafkas_map_order(server):
     assert raw([("user", n)], [("producer_byte_rate", float(2 ** 63 - 1))]) == [(E.NONE, None, [("user", n)])]
     assert raw([("user", n)], [("producer_byte_rate", float("inf"))]) == [
         (E.INVALID_REQUEST, "Proposed value for producer_byte_rate is too large for a LONG.", [("user", n)])]
+
+
+def _new_topic(server: dict[str, str]) -> tuple[str, uuid.UUID]:
+    """A one-partition topic made by the super user, once its leader is known: (name, id)."""
+    name = f"ids-{_uid()}"
+    created = _ask(server, ApiKey.CREATE_TOPICS, 7, {"topics": [
+        {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout_ms": 30000, "validate_only": False})
+    assert created.topics[0].error_code == E.NONE, created
+
+    def described() -> Any:
+        topic = _ask(server, ApiKey.METADATA, 12, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
+                                                   "allow_auto_topic_creation": False,
+                                                   "include_topic_authorized_operations": False}).topics[0]
+        return topic if topic.error_code == E.NONE and topic.partitions and topic.partitions[0].leader_id >= 0 \
+            else None
+
+    return name, until(described, f"topic {name} and its leader", timeout=30).topic_id
+
+
+def test_metadata_by_the_id_of_a_topic_not_describable_answers_topic_authorization_failed(server):
+    """Metadata v12+ asking by id for a topic the principal may not describe: TOPIC_AUTHORIZATION_FAILED, its name
+    still hidden. (klog answered UNKNOWN_TOPIC_ID.)"""
+    _, topic_id = _new_topic(server)
+    for version in (12, 13):
+        [topic] = _ask(server, ApiKey.METADATA, version, {"topics": [{"name": None, "topic_id": topic_id}],
+                                                          "allow_auto_topic_creation": False,
+                                                          "include_topic_authorized_operations": False},
+                       user="alice").topics
+        assert (topic.error_code, topic.name, topic.topic_id, topic.partitions) == \
+            (E.TOPIC_AUTHORIZATION_FAILED, None, topic_id, []), version
+
+
+def test_metadata_v10_and_v11_naming_a_topic_by_id_alone_are_invalid_requests(server):
+    """Metadata v10 and v11 carry a topic id field, but Kafka takes topics by id only from v12: a request naming
+    one by id alone is answered as a failed request, every topic INVALID_REQUEST, no brokers, no cluster id, no
+    controller. (klog served the id at v10 and closed the connection at v11.)"""
+    name, topic_id = _new_topic(server)
+    for version in (10, 11):
+        answer = _ask(server, ApiKey.METADATA, version, {"topics": [
+            {"name": name, "topic_id": uuid.UUID(int=0)}, {"name": None, "topic_id": topic_id}],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        assert (answer.brokers, answer.cluster_id, answer.controller_id) == ([], None, -1), version
+        assert [(t.error_code, t.name, t.partitions) for t in answer.topics] == \
+            [(E.INVALID_REQUEST, name, []), (E.INVALID_REQUEST, "", [])], version
+
+
+def test_delete_topics_refusals_carry_kafkas_messages(server):
+    """DeleteTopics refused for lack of Delete answers Kafka's message for the code, by name (v5, v6) and by id
+    (v6); an unknown id answers Kafka's UNKNOWN_TOPIC_ID message. (klog answered no message, and "Unknown topic
+    id".)"""
+    name, topic_id = _new_topic(server)
+    denied = "Topic authorization failed."
+    by_id = _ask(server, ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": None, "topic_id": topic_id}],
+                                                   "timeout_ms": 5000}, user="alice").responses
+    assert [(t.name, t.topic_id, t.error_code, t.error_message) for t in by_id] == \
+        [(None, topic_id, E.TOPIC_AUTHORIZATION_FAILED, denied)]
+    by_name = _ask(server, ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)},
+                                                                {"name": "never-made", "topic_id": uuid.UUID(int=0)}],
+                                                     "timeout_ms": 5000}, user="alice").responses
+    assert {(t.name, t.error_code, t.error_message) for t in by_name} == {   # in Kafka's hash order
+        (name, E.TOPIC_AUTHORIZATION_FAILED, denied), ("never-made", E.TOPIC_AUTHORIZATION_FAILED, denied)}
+    v5 = _ask(server, ApiKey.DELETE_TOPICS, 5, {"topic_names": [name], "timeout_ms": 5000}, user="alice").responses
+    assert [(t.name, t.error_code, t.error_message) for t in v5] == [(name, E.TOPIC_AUTHORIZATION_FAILED, denied)]
+    unknown = uuid.uuid4()
+    gone = _ask(server, ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": None, "topic_id": unknown}],
+                                                  "timeout_ms": 5000}).responses
+    assert [(t.name, t.topic_id, t.error_code, t.error_message) for t in gone] == \
+        [(None, unknown, E.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")]

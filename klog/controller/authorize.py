@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Union, cast
 
 from klog.metadata.image import MetadataImage
-from klog.protocol.errors import ErrorCode
+from klog.protocol.errors import ErrorCode, error_info
 from klog.protocol.struct import Struct
 from klog.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
@@ -170,10 +170,11 @@ def _denied_items(api_key: int, requester: Requester, request: ControllerRequest
             code: int = taf
             if requester.allowed(AclOperation.DESCRIBE, _TOPIC, name, count=False) and image.topic(name) is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION   # Kafka's ControllerApis: describable, not there
+            message = error_info(code).message   # Kafka's ApiError of the code: its default message
             if by_name or t.name is not None:
-                refused.append({"name": name, "topic_id": _ZERO_UUID, "error_code": code, "error_message": None})
+                refused.append({"name": name, "topic_id": _ZERO_UUID, "error_code": code, "error_message": message})
             else:   # asked by id: do not name the topic
-                refused.append({"name": None, "topic_id": t.topic_id, "error_code": code, "error_message": None})
+                refused.append({"name": None, "topic_id": t.topic_id, "error_code": code, "error_message": message})
         return ("topic_names" if by_name else "topics"), kept, refused, "responses"
     if api_key == 37:   # CreatePartitions: Alter on each topic
         for partitions in cast("CreatePartitionsRequest", request).topics:

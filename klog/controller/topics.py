@@ -422,7 +422,8 @@ class TopicControlManager:
             if name is None:
                 topic = image.topics_by_id.get(topic_id)
                 if topic is None:
-                    result.update({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "error_message": "Unknown topic id"})
+                    result.update({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID),
+                                   "error_message": "This server does not host this topic ID."})
                     continue
                 result["name"] = topic.name
             else:

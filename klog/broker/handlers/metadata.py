@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         DescribeTopicPartitionsResponsePartition,
         DescribeTopicPartitionsResponseTopic,
         MetadataRequest,
+        MetadataRequestTopic,
         MetadataResponse,
         MetadataResponseBroker,
         MetadataResponseTopic,
@@ -81,6 +82,20 @@ def _error_entry(name: str | None, code: int) -> MetadataResponseTopic:
             "topic_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED}
 
 
+#: the first Metadata version that may name a topic by id alone (v10 and v11 carry the id field, Kafka refuses it)
+FIRST_TOPIC_ID_VERSION = 12
+
+
+def _invalid_request(requested: list[MetadataRequestTopic]) -> MetadataResponse:
+    """Kafka's answer to a v10/v11 request naming a topic by id alone (KafkaApis throws InvalidRequestException
+    "Topic name can not be null for version ..."): the request's error answer, every topic INVALID_REQUEST, no
+    brokers, no cluster id, no controller."""
+    return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+            "topics": [{**_error_entry(item.name or "", errors.INVALID_REQUEST), "topic_id": item.topic_id}
+                       for item in requested],
+            "cluster_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED, "error_code": errors.NONE}
+
+
 def _created_entry(broker: HandlerBroker, ctx: RequestContext, name: str, include_ops: bool) -> MetadataResponseTopic:
     if broker.metadata.topic(name) is not None:
         return topic_entry(broker, ctx, name, include_ops)
@@ -109,6 +124,8 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Metadat
     metadata = broker.metadata
     topics: list[MetadataResponseTopic] = []
     pending: list[tuple[int, str]] = []
+    if requested and version < FIRST_TOPIC_ID_VERSION and any(item.name is None for item in requested):
+        return _invalid_request(requested)
     if requested is None or (version == 0 and not requested):
         # every topic the principal may describe; the others are left out, unnamed
         names = metadata.topic_names()
@@ -126,11 +143,14 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Metadat
                     continue
                 named.add(name)
             if name is None:
-                # v10+ may ask by topic id; an id the principal may not describe is unknown (its name stays hidden)
+                # v12+ may ask by topic id; an id the principal may not describe answers TOPIC_AUTHORIZATION_FAILED
+                # with its name hidden, as Kafka's
                 topic_id = item.topic_id
                 found = metadata.topic_by_id(topic_id)
-                if found is None or not authz.allowed(broker, ctx, _DESCRIBE, _TOPIC, found.name):
+                if found is None:
                     topics.append({**_error_entry(None, errors.UNKNOWN_TOPIC_ID), "topic_id": topic_id})
+                elif not authz.allowed(broker, ctx, _DESCRIBE, _TOPIC, found.name):
+                    topics.append({**_error_entry(None, errors.TOPIC_AUTHORIZATION_FAILED), "topic_id": topic_id})
                 else:
                     topics.append(topic_entry(broker, ctx, found.name, include_topic_ops))
                 continue
