@@ -138,30 +138,39 @@ def test_new_topics_avoid_the_broker_whose_dirs_are_all_cordoned(kind, tmp_path)
 
 @pytest.fixture(params=["klog", pytest.param("kafka", marks=pytest.mark.long)])
 def at_4_2(request, tmp_path):
-    """One node formatted at release 4.2 (metadata.version 4.2-IV1, 29): (kind, bootstrap, its node id, its dir)."""
+    """One combined broker,controller node formatted ``--standalone --release-version 4.2`` (metadata.version
+    4.2-IV1, 29; kraft.version 1): (kind, bootstrap, its data dir)."""
     data = tmp_path / "data"
-    args = ["--release-version", "4.2"]
+    args = ["--standalone", "--release-version", "4.2"]
     if request.param == "klog":
+        port, controller = free_port(), free_port()
+        listeners = f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}"
         props = tmp_path / "server.properties"
-        props.write_text(f"log.dirs={data}\nlisteners=PLAINTEXT://127.0.0.1:0\n")
+        props.write_text("".join(f"{k}={v}\n" for k, v in {
+            "process.roles": "broker,controller", "node.id": 1, "controller.listener.names": "CONTROLLER",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}", "listeners": listeners,
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT", "log.dirs": data, "offsets.topic.replication.factor": 1,
+            **CLUSTER_TIMING}.items()))
         fmt = subprocess.run([*broker_command(), "format", "-t", "Y29yZG9uZWQtbG9nLWRpcg", "-c", str(props), *args],
                              capture_output=True, text=True, timeout=60)
         assert fmt.returncode == 0, fmt.stderr
-        with BrokerProcess(data, properties_file=props) as node:
-            yield request.param, node.bootstrap_servers, str(data)
+        with BrokerProcess(data, {"listeners": listeners}, properties_file=props):
+            yield request.param, f"127.0.0.1:{port}", str(data)
         return
     try:
         find_kafka_libs()
     except Exception as exc:  # noqa: BLE001 - the jars are fetched by tools/install-peers.sh
         pytest.skip(f"Apache Kafka jars not available: {exc}")
-    with apache_kafka(tmp_path, free_port(), heap="512m", format_args=args) as bootstrap:
+    with apache_kafka(tmp_path, free_port(), heap="512m", format_args=args[1:],
+                      config={"broker.heartbeat.interval.ms": 500}) as bootstrap:
         yield request.param, str(bootstrap), None
 
 
 def test_below_4_3_the_controller_refuses_cordoned_log_dirs_until_the_upgrade(at_4_2):
     """At metadata.version 4.2-IV1 setting cordoned.log.dirs is refused INVALID_CONFIG (Kafka's
-    ConfigurationControlManager); after ``kafka-features upgrade --metadata 4.3`` it is accepted and the dir is
-    cordoned."""
+    ConfigurationControlManager). ``kafka-features upgrade --release-version 4.3`` finalizes 4.3-IV0; then the
+    value is accepted, the dir cordoned, and with it every dir of the only broker: CreateTopics is refused."""
     kind, bootstrap, data = at_4_2
     host, port = bootstrap.split(":")
     with WireClient(host, int(port)) as wire:
@@ -170,9 +179,38 @@ def test_below_4_3_the_controller_refuses_cordoned_log_dirs_until_the_upgrade(at
         (directory,) = _cordoned(wire)
         assert _alter(wire, node, "*") == (ErrorCode.INVALID_CONFIG, BELOW_4_3)
     upgraded = kt.run_kafka_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", bootstrap, "upgrade",
-                                 "--metadata", "4.3")
-    assert upgraded.returncode == 0 and "metadata.version was upgraded to 30." in upgraded.stdout, upgraded
+                                 "--release-version", "4.3")
+    assert upgraded.returncode == 0 and "metadata.version was upgraded to 30." in upgraded.stdout.splitlines(), \
+        upgraded
     with WireClient(host, int(port)) as wire:
         assert _eventually(lambda: _alter(wire, node, "*"), lambda got: got == (0, None)) == (0, None)
         assert _eventually(lambda: _cordoned(wire), lambda got: all(got.values())) == {directory: True}
+        refused = _eventually(lambda: wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+            {"name": "nowhere", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+            "timeout_ms": 30000, "validate_only": False}).topics[0], lambda got: got.error_code != 0)
+        assert (refused.error_code, refused.error_message) == (ErrorCode.INVALID_REPLICATION_FACTOR, ALL_CORDONED)
     assert data is None or os.path.realpath(data) == directory
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_describe_configs_lists_the_dynamic_value_over_server_properties(kind, tmp_path):
+    """DescribeConfigs v4 of the broker: cordoned.log.dirs is a dynamic LIST config; set in server.properties it is
+    STATIC_BROKER_CONFIG; set dynamically too, DYNAMIC_BROKER_CONFIG with server.properties' value still listed as
+    its static synonym, then the default."""
+    a, b = str(tmp_path / "node-1-a"), str(tmp_path / "node-1-b")
+    cluster = open_cluster(kind, tmp_path / "cluster", 1, PROPERTIES, f"{a},{b}", node_properties={CORDONED: a})
+
+    def described(wire: WireClient) -> tuple[Any, ...]:
+        (entry,) = wire.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+            {"resource_type": 4, "resource_name": "1", "configuration_keys": [CORDONED]}],
+            "include_synonyms": True, "include_documentation": False}).results[0].configs
+        return (entry.value, entry.read_only, entry.config_source, entry.config_type,
+                [(s.value, s.source) for s in entry.synonyms])
+
+    with cluster:
+        cluster.wait_for_brokers()
+        with cluster.wire(1) as wire:
+            assert described(wire) == (a, False, 4, 7, [(a, 4), ("", 5)])
+            assert _alter(wire, "1", b) == (0, None)
+            assert _eventually(lambda: described(wire), lambda got: got[0] == b) == (
+                b, False, 2, 7, [(b, 2), (a, 4), ("", 5)])
