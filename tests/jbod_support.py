@@ -4,7 +4,9 @@ background (what it got acknowledged, the errors it saw)."""
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,6 +31,18 @@ def open_cluster(kind: str, root: Any, size: int, properties: Mapping[str, Any],
     cluster = KlogCluster(root, size, properties=properties)
     cluster.nodes[node].config.update(mine)
     return cluster
+
+
+def placed(dirs: list[str], topic: str, count: int, timeout: float = 30.0) -> dict[int, str]:
+    """partition -> the log dir holding its log on disk, once ``count`` partitions of ``topic`` have one (Kafka
+    makes the logs a little after CreateTopics answers)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = {int(name.rpartition("-")[2]): d for d in dirs for name in os.listdir(d)
+                 if name.rpartition("-")[0] == topic and name.rpartition("-")[2].isdigit()}
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 
 class Producing:

@@ -111,7 +111,7 @@ def test_after_registering_it_heartbeats_fenced_until_caught_up_then_asks_to_be_
     hb = m.next_request(5)
     assert hb is not None and hb.api_key == ApiKey.BROKER_HEARTBEAT
     assert hb.body == {"broker_id": 1, "broker_epoch": 42, "current_metadata_offset": 30, "want_fence": True,
-                       "want_shut_down": False, "offline_log_dirs": []}
+                       "want_shut_down": False, "offline_log_dirs": [], "cordoned_log_dirs": None}
     m.on_response(hb.request_id, hb_answer(caught_up=False), 6)
     assert m.state is LifecycleState.STARTING and m.next_wakeup_ms() == 16
     hb = m.next_request(16)
@@ -150,6 +150,22 @@ def test_a_broker_registers_its_log_dirs_and_reports_failed_ones_in_an_immediate
     assert m.next_request(502) is None
     assert m.next_request(2500) is None and m.next_request(2501) is not None and m._in_flight is not None
     assert m._in_flight.body["offline_log_dirs"] == [b]
+
+
+def test_cordoned_log_dirs_go_in_an_immediate_heartbeat_and_every_one_after_it() -> None:
+    """KIP-1066, as Kafka's BrokerLifecycleManager.propagateDirectoryCordoned: heartbeats leave the field out (null)
+    until the broker reports cordoned dirs; a change is sent at once, the same dirs again send nothing extra."""
+    a, b = uuid.UUID(int=0xA1), uuid.UUID(int=0xB1)
+    m = manager(heartbeat_interval_ms=2000, log_dirs=[a, b])
+    running(m, now=0)
+    assert m.set_cordoned_log_dirs([b], 500) is True
+    hb = m.next_request(500)
+    assert hb is not None and through_the_wire(ApiKey.BROKER_HEARTBEAT, hb.body, response=False).cordoned_log_dirs == [b]
+    m.on_response(hb.request_id, hb_answer(fenced=False), 501)
+    assert m.set_cordoned_log_dirs([b], 502) is False and m.next_request(502) is None
+    assert m.set_cordoned_log_dirs([], 600) is True
+    hb = m.next_request(600)
+    assert hb is not None and through_the_wire(ApiKey.BROKER_HEARTBEAT, hb.body, response=False).cordoned_log_dirs == []
 
 
 def test_failed_requests_back_off_exponentially_up_to_half_the_session_timeout() -> None:

@@ -15,7 +15,7 @@ from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
 from klog.testing.cluster import CLUSTER_TIMING
 
-from jbod_support import open_cluster
+from jbod_support import open_cluster, placed
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -37,18 +37,6 @@ def _alter(cluster, path, topic, partitions):
     return {p.partition_index: p.error_code for r in answer.results for p in r.partitions}
 
 
-def _placed(dirs, topic, count, timeout=30.0):
-    """partition -> the log dir holding its log on disk, once ``count`` partitions of ``topic`` have one (Kafka
-    makes the logs a little after CreateTopics answers)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = {int(name.rpartition("-")[2]): d for d in dirs for name in os.listdir(d)
-                 if name.rpartition("-")[0] == topic and name.rpartition("-")[2].isdigit()}
-        if len(found) >= count or time.monotonic() > deadline:
-            return found
-        time.sleep(0.1)
-
-
 def _create(cluster, topic, partitions):
     assert cluster.create_topic(topic, partitions, 1) == (0, None)
     cluster.wait_for_topic(topic, partitions)
@@ -64,11 +52,11 @@ def test_a_dir_named_by_alter_replica_log_dirs_before_the_replica_exists_is_wher
     with cluster:
         cluster.wait_for_brokers()
         _create(cluster, FILLER, 4)
-        assert sorted(_placed([a, b], FILLER, 4).values()) == [a, a, b, b]
+        assert sorted(placed([a, b], FILLER, 4).values()) == [a, a, b, b]
         assert _alter(cluster, str(tmp_path / "elsewhere"), TOPIC, [0]) == {0: ErrorCode.LOG_DIR_NOT_FOUND}
         assert _alter(cluster, b, TOPIC, range(4)) == {p: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for p in range(4)}
         _create(cluster, TOPIC, 4)
-        assert _placed([a, b], TOPIC, 4) == {p: b for p in range(4)}
+        assert placed([a, b], TOPIC, 4) == {p: b for p in range(4)}
         acked = cluster.produce(TOPIC, range(4), 2)
         assert cluster.consume(TOPIC, range(4), len(acked)) == acked
 
@@ -83,11 +71,11 @@ def test_a_replica_whose_log_is_gone_is_made_again_in_the_dir_its_partition_reco
     with cluster:
         cluster.wait_for_brokers()
         _create(cluster, TOPIC, 1)
-        [named] = _placed([a, b], TOPIC, 1).values()
+        [named] = placed([a, b], TOPIC, 1).values()
         other = b if named == a else a
         assert _alter(cluster, named, FILLER, range(3)) == {p: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for p in range(3)}
         _create(cluster, FILLER, 3)
-        assert _placed([a, b], FILLER, 3) == {p: named for p in range(3)}
+        assert placed([a, b], FILLER, 3) == {p: named for p in range(3)}
         if kind == "klog":   # the controller has recorded the dirs (AssignReplicasToDirs answered)
             deadline = time.monotonic() + 20
             while sum("assigned" in line and "to their log dirs" in line for line in cluster.log_lines(1)) < 2:
@@ -99,7 +87,7 @@ def test_a_replica_whose_log_is_gone_is_made_again_in_the_dir_its_partition_reco
         shutil.rmtree(os.path.join(named, f"{TOPIC}-0"))
         cluster.restart(1)
         cluster.wait_for_brokers()
-        assert _placed([a, b], TOPIC, 1) == {0: named}
+        assert placed([a, b], TOPIC, 1) == {0: named}
         assert not os.path.exists(os.path.join(other, f"{TOPIC}-0"))
         acked = cluster.produce(TOPIC, [0], 3, tag="after")
         assert cluster.consume(TOPIC, [0], 3) == acked

@@ -144,3 +144,52 @@ def test_assigning_a_replica_to_a_dir_that_is_not_online_takes_it_out_of_isr_and
     assert cl.q.image.brokers[1].directories == (A,) and cl.part(0).leader == 1
     cl.q.run(cl.c.assign_replicas_to_dirs(assign(1, cl.epochs[1], {B: [0]}), cl.q.image))
     assert cl.part(0).directory(1) == B and cl.part(0).leader == 2 and cl.part(0).isr == (2, 3)
+
+
+def test_heartbeats_record_cordoned_dirs_from_4_3_and_placement_skips_a_broker_with_every_dir_cordoned() -> None:
+    """KIP-1066: at metadata.version 4.3-IV0 RegisterBrokerRecord is written at v4 (v3 before), a heartbeat naming
+    cordoned dirs that differ from the registration's is recorded (BrokerRegistrationChangeRecord v3; the same dirs
+    again write nothing), and new replicas avoid a broker whose dirs are all cordoned; below 4.3-IV0 the field is
+    ignored."""
+    from klog.broker.config import BrokerConfig
+    from klog.controller.topics import CreatableTopic, TopicControlManager
+    from test_controller_brokers import Quorum as MvQuorum
+
+    def cordon(q: Any, c: ClusterControlManager, broker_id: int, epoch: int, dirs: list[uuid.UUID]) -> list[Any]:
+        before = q.end
+        q.run(c.process_heartbeat(wire(ApiKey.BROKER_HEARTBEAT, {
+            "broker_id": broker_id, "broker_epoch": epoch, "current_metadata_offset": q.end - 1, "want_fence": False,
+            "want_shut_down": False, "offline_log_dirs": [], "cordoned_log_dirs": dirs}), q.image, 10,
+            record_offset=q.end))
+        return q.log[before:]
+
+    for mv, register_version in ((30, 4), (29, 3)):
+        q, c = MvQuorum(mv), ClusterControlManager(CLUSTER)
+        c.activate(q.image, 0)
+        epochs = {}
+        for b, dirs in ((1, [A, B]), (2, [OTHER])):
+            req = wire(ApiKey.BROKER_REGISTRATION, {
+                "broker_id": b, "cluster_id": CLUSTER, "incarnation_id": uuid.UUID(int=b),
+                "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9090 + b, "security_protocol": 0}],
+                "features": [{"name": "metadata.version", "min_supported_version": 1, "max_supported_version": 30}],
+                "rack": None, "log_dirs": dirs})
+            epochs[b] = q.run(c.register_broker(req, q.image, 0, record_offset=q.end))["broker_epoch"]
+            assert q.log[-1].version == register_version
+        written = cordon(q, c, 1, epochs[1], [A, B])
+        if mv < 30:
+            assert q.image.brokers[1].cordoned_directories is None
+            continue
+        assert [(r.name, r.version, list(r.data.cordoned_log_dirs)) for r in written
+                if r.name == "BrokerRegistrationChangeRecord" and r.data.cordoned_log_dirs is not None] == [
+            ("BrokerRegistrationChangeRecord", 3, [A, B])]
+        assert not [r for r in cordon(q, c, 1, epochs[1], [B, A]) if r.data.cordoned_log_dirs is not None]
+        cordon(q, c, 2, epochs[2], [])
+        assert q.image.brokers[1].has_uncordoned_dirs() is False and q.image.brokers[2].has_uncordoned_dirs()
+        topics = TopicControlManager(BrokerConfig({}))
+        made = topics.create_topics([CreatableTopic("c", 4, 1, None, {})], q.image, 0)
+        assert {r for rec in made.records if rec.name == "PartitionRecord" for r in rec.data.replicas} == {2}
+        cordon(q, c, 2, epochs[2], [OTHER])
+        refused = topics.create_topics([CreatableTopic("d", 1, 1, None, {})], q.image, 0).response[0].item
+        assert (refused["error_code"], refused["error_message"]) == (
+            ErrorCode.INVALID_REPLICATION_FACTOR, "Unable to replicate the partition 1 time(s): All brokers are "
+            "currently fenced, or have all their log directories cordoned.")

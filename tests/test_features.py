@@ -72,7 +72,7 @@ def test_a_refused_update_fails_the_whole_request_and_validate_only_writes_nothi
     (("streams.version", 2, UPGRADE), "Local controller 1 only supports versions 0-1"),
     (("transaction.version", 3, UPGRADE), "Local controller 1 only supports versions 0-2"),
     (("kraft.version", 0, SAFE_DOWNGRADE), "Can't downgrade the version of this feature."),
-    (("metadata.version", 30, UPGRADE), "Local controller 1 only supports versions 7-29"),
+    (("metadata.version", 31, UPGRADE), "Local controller 1 only supports versions 7-30"),
     (("eligible.leader.replicas.version", 1, UPGRADE),
      "eligible.leader.replicas.version could not be set to 1 because it depends on metadata.version level 23"),
 ])
@@ -151,7 +151,7 @@ def test_describe_shows_the_formatted_levels_and_what_the_node_supports(server) 
     assert finalized == {"metadata.version": "4.0-IV3", "group.version": "1", "transaction.version": "1",
                          "eligible.leader.replicas.version": "0", "share.version": "0", "streams.version": "0"}
     supported = {name: (lo, hi) for name, (lo, hi, _) in described.items()}
-    assert supported["metadata.version"] == ("3.3-IV3", "4.2-IV1" if kind == "klog" else "4.3-IV0")
+    assert supported["metadata.version"] == ("3.3-IV3", "4.3-IV0")
     for name in ("group.version", "share.version", "kraft.version", "eligible.leader.replicas.version",
                  "streams.version"):
         assert supported[name] == ("0", "1"), (name, supported)
@@ -201,6 +201,10 @@ def test_kafka_features_upgrades_and_downgrades_as_on_kafka(server) -> None:
                      "eligible.leader.replicas.version=1") == \
         "rc=0\neligible.leader.replicas.version was upgraded to 1.\nmetadata.version was upgraded to 29."
     assert _describe(bootstrap)["metadata.version"][2] == "4.2-IV1"
+    # 4.3-IV0: KIP-1066's cordoned log dirs
+    assert _features(bootstrap, "upgrade", "--metadata", "4.3") == \
+        "rc=0\n`metadata` flag is deprecated and may be removed in a future release.\nmetadata.version was upgraded to 30."
+    assert _describe(bootstrap)["metadata.version"][2] == "4.3-IV0"
 
 
 def test_update_features_v0_names_each_update_in_its_answer(server) -> None:

@@ -53,7 +53,8 @@ from klog.broker.replication.throttle import broker_dynamic_config
 from klog.controller.applier import MetadataApplier, SnapshotPolicy, bootstrap_records, read_bootstrap_records
 from klog.controller.writer import RaftQuorumWriter
 from klog.controller.node import ControllerNode, stored_directory_id
-from klog.metadata.features import supported_features
+from klog.metadata.config import CORDONED_LOG_DIRS, cordoned_paths
+from klog.metadata.features import MV_CORDONED_LOG_DIRS, supported_features
 from klog.controller.single_voter import SingleVoterQuorum, transaction_abort
 from klog.controller.topics import TopicError
 from klog.metadata.delta import MetadataChanges, replay
@@ -298,6 +299,7 @@ class ClusterMetadata:
             client_id=f"klog-broker-{self.node_id}-lifecycle", security=controller_security(controller))
         self._registrar = asyncio.get_running_loop().create_task(self._lifecycle_driver.run(),
                                                                   name=f"broker-{self.node_id}-lifecycle")
+        self._update_cordoned_dirs(self.image)
         lifecycle = self.lifecycle
         self.assignments = AssignmentSender(
             self.node_id, lambda: lifecycle.broker_epoch if lifecycle.registered else -1,
@@ -580,6 +582,7 @@ class ClusterMetadata:
         online = {i: d for d, i in self.dir_ids.items() if d not in offline and not _reserved_directory_id(i)}
         dirs: dict[int, str] = {}
         skipped: set[int] = set()
+        planned: dict[str, int] = {}   # new logs per dir so far, so that a topic's partitions spread
         for p, r in topic.partitions.items():
             if self.node_id not in r.replicas or self.partitions.log_manager.get(name, p) is not None:
                 continue   # its log exists (loaded at the start, or made for an image not published yet)
@@ -591,7 +594,7 @@ class ClusterMetadata:
                     or (topic.id, p) in self._held_at_start:
                 skipped.add(p)
                 continue
-            chosen = self.partitions.placement(name, p, online.get(assigned))
+            chosen = self.partitions.placement(name, p, online.get(assigned), planned)
             if chosen is not None and chosen in offline:
                 skipped.add(p)
             elif chosen is not None:
@@ -637,6 +640,7 @@ class ClusterMetadata:
             self.on_topics_deleted(sorted(changes.deleted_topics.values()))
         touched = set(changes.created_topics.values())
         touched.update(c.topic_name for c in changes.changed_partitions)
+        self._update_cordoned_dirs(image)
         if self._dynamic_log_configs_changed(image, changes):   # every topic without its own value follows
             for name in sorted(set(self.partitions.topics) - touched):
                 if image.topic(name) is not None:
@@ -680,6 +684,23 @@ class ClusterMetadata:
             self._first_image_published()
         self.on_published()
         self._published(image.highest_offset)
+
+    def _update_cordoned_dirs(self, image: MetadataImage) -> None:
+        """cordoned.log.dirs (KIP-1066): this broker's dynamic value, else server.properties'. No new log is made in
+        those dirs, and from metadata.version 4.3-IV0 the heartbeats report them to the controller, which then
+        places no new replica here while every log dir of this broker is cordoned."""
+        value = broker_dynamic_config(image, self.node_id, CORDONED_LOG_DIRS)
+        entries = self.config[CORDONED_LOG_DIRS] if value is None else [e.strip() for e in value.split(",")
+                                                                         if e.strip()]
+        paths = cordoned_paths(entries, self.config.configured_log_dirs)
+        if paths != self.partitions.cordoned_dirs:
+            log.info("cordoned log dirs: %s", ", ".join(sorted(paths)) or "none")
+            self.partitions.cordoned_dirs = paths
+        if self.lifecycle is not None and self._lifecycle_driver is not None \
+                and (image.metadata_version or 0) >= MV_CORDONED_LOG_DIRS:
+            if self.lifecycle.set_cordoned_log_dirs([i for d, i in self.dir_ids.items() if d in paths],
+                                                    monotonic_ms()):
+                self._lifecycle_driver.poke()
 
     def _first_image_published(self) -> None:
         """A quorum member's broker asks to be unfenced once its first image is published (Kafka's broker waits

@@ -134,6 +134,9 @@ class BrokerLifecycleManager:
         self.log_dirs = tuple(log_dirs)
         #: the directory ids of this broker's log dirs that failed (KIP-858), sent in every heartbeat
         self.offline_log_dirs: tuple[uuid.UUID, ...] = ()
+        #: the directory ids of its cordoned log dirs (KIP-1066), sent in every heartbeat from metadata.version
+        #: 4.3-IV0 (None before: the field is left out, as Kafka's broker leaves it out)
+        self.cordoned_log_dirs: tuple[uuid.UUID, ...] | None = None
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.session_timeout_ms = session_timeout_ms
         self.request_timeout_ms = request_timeout_ms
@@ -189,6 +192,16 @@ class BrokerLifecycleManager:
                         ", ".join(str(d) for d in new))
             self._schedule(now_ms)
 
+    def set_cordoned_log_dirs(self, dirs: Sequence[uuid.UUID], now_ms: int) -> bool:
+        """The cordoned log dirs changed (Kafka's ``propagateDirectoryCordoned``): the next heartbeat, sent at once,
+        names them. Returns whether they changed."""
+        new = tuple(sorted(set(dirs)))
+        if new == self.cordoned_log_dirs:
+            return False
+        self.cordoned_log_dirs = new
+        self._schedule(now_ms)
+        return True
+
     def begin_controlled_shutdown(self, now_ms: int) -> None:
         """SIGTERM: ask the controller to move this broker's leaders away before it exits."""
         if self.state is LifecycleState.RUNNING:
@@ -224,7 +237,8 @@ class BrokerLifecycleManager:
                 "broker_id": self.node_id, "broker_epoch": self.broker_epoch,
                 "current_metadata_offset": self.metadata_offset, "want_fence": not self.ready_to_unfence,
                 "want_shut_down": self.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN,
-                "offline_log_dirs": list(self.offline_log_dirs)}
+                "offline_log_dirs": list(self.offline_log_dirs),
+                "cordoned_log_dirs": None if self.cordoned_log_dirs is None else list(self.cordoned_log_dirs)}
             request = LifecycleRequest(self._next_request_id, ApiKey.BROKER_HEARTBEAT, body)
         else:
             body = {

@@ -44,6 +44,7 @@ from klog.broker.config import TOPIC_KEYS, BrokerConfig, validate_topic_configs
 from klog.broker.descriptors import DESCRIPTORS_PER_PARTITION, DescriptorBudget, open_files_limit
 from klog.broker.log_dir_moves import LogDirMoves
 from klog.controller.topics import TopicError, is_internal
+from klog.metadata.config import CORDONED_LOG_DIRS, cordoned_paths
 from klog.metadata.storage import METADATA_TOPIC
 
 if TYPE_CHECKING:
@@ -122,6 +123,9 @@ class PartitionManager:
         #: (topic, partition) -> the log dir AlterReplicaLogDirs named for a replica this broker does not hold
         #: yet: its log is made there when it arrives (Kafka's ``LogManager.preferredLogDirs``; kept in memory)
         self.preferred_dirs: dict[tuple[str, int], str] = {}
+        #: the cordoned log dirs (cordoned.log.dirs, KIP-1066; absolute paths): no new log is made in them unless the
+        #: cluster metadata or AlterReplicaLogDirs names one (the metadata publisher keeps it current)
+        self.cordoned_dirs: frozenset[str] = cordoned_paths(config[CORDONED_LOG_DIRS], config.configured_log_dirs)
         #: offline log dirs -> the error that took each offline (kept in step with the native LogManager)
         self.offline_dirs: dict[str, str] = {}
         #: called on the event loop with the offline dirs each time more go offline (a quorum member reports them to
@@ -283,12 +287,37 @@ class PartitionManager:
             log_.assign_epoch_start(leader_epoch)
         return log_   # opened with HW = log end; the replica manager sets it once the image says who leads
 
-    def placement(self, topic: str, partition: int, assigned: str | None) -> str | None:
+    def placement(self, topic: str, partition: int, assigned: str | None, planned: dict[str, int] | None = None
+                  ) -> str | None:
         """The log dir a new log of ``topic``-``partition`` is made in (Kafka's ``LogManager.getOrCreateLog``): the
         one AlterReplicaLogDirs named before this broker held the replica (``preferred_dirs``), else ``assigned``
         (the online log dir the cluster metadata names for the replica, None: UNASSIGNED or not one of this
-        broker's online dirs), else None: the online dir holding the fewest partitions."""
-        return self.preferred_dirs.get((topic, partition), assigned)
+        broker's online dirs), else the online dir that is not cordoned holding the fewest partitions (None: the online
+        dir holding the fewest partitions, which the native LogManager picks)."""
+        chosen = self.preferred_dirs.get((topic, partition), assigned)
+        if chosen is None and self.cordoned_dirs:
+            chosen = self._least_loaded_uncordoned_dir(planned if planned is not None else {})
+        return chosen
+
+    def _least_loaded_uncordoned_dir(self, planned: dict[str, int]) -> str | None:
+        """Kafka's ``LogManager.nextLogDirs`` without the cordoned dirs: the online, not cordoned log dir holding the
+        fewest partitions. ``planned``: dir -> partitions it holds, counting those chosen by earlier calls with the
+        same dict (filled from the open logs by the first one), so one image's new partitions spread. None: every
+        online dir is cordoned, the log is then made as usual."""
+        candidates = [d for d in self.log_dirs if d not in self.offline_dirs and os.path.abspath(d) not in
+                      self.cordoned_dirs]
+        if not candidates:
+            return None
+        if not planned:
+            by_path = {os.path.realpath(d): d for d in self.log_dirs}
+            planned.update(dict.fromkeys(self.log_dirs, 0))
+            for _, log_ in self.logs():
+                held = by_path.get(os.path.realpath(os.path.dirname(log_.dir)))
+                if held is not None:
+                    planned[held] += 1
+        best = min(candidates, key=lambda d: planned.get(d, 0))
+        planned[best] = planned.get(best, 0) + 1
+        return best
 
     def create_logs(self, topic: str, partitions: Iterable[tuple[int, int]], overrides: Mapping[str, str],
                     followed: frozenset[int] | set[int] = frozenset(),

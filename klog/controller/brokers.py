@@ -44,7 +44,9 @@ Semantics (Kafka 4.x):
 
 - Log directories (JBOD, KIP-858; :mod:`klog.controller.directories`): a heartbeat's OfflineLogDirs take the
   broker's replicas in those dirs out of their ISR and leadership; AssignReplicasToDirs records which dir holds
-  each replica; a replica in an offline dir never leads.
+  each replica; a replica in an offline dir never leads. From metadata.version 4.3-IV0 a heartbeat's
+  CordonedLogDirs (KIP-1066) that differ from the registration's are recorded (BrokerRegistrationChangeRecord);
+  placement then skips a broker whose dirs are all cordoned (:mod:`klog.controller.topics`).
 
 - UnregisterBroker (``kafka-cluster unregister``): the broker leaves every ISR (its leaderships move as on
   fencing), then an UnregisterBrokerRecord with its registered epoch; its session is dropped. As Kafka 4.3's
@@ -61,6 +63,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from klog.metadata.features import MV_CORDONED_LOG_DIRS, register_broker_record_version
 from klog.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
@@ -279,7 +282,7 @@ class ClusterControlManager:
                                            f"{lo} and {hi}, inclusive.")
         epoch = record_offset
         registration = record(
-            "RegisterBrokerRecord", broker_id=broker_id, incarnation_id=request.incarnation_id, broker_epoch=epoch,
+            "RegisterBrokerRecord", register_broker_record_version(image.metadata_version or 0), broker_id=broker_id, incarnation_id=request.incarnation_id, broker_epoch=epoch,
             end_points=[{"name": lst.name, "host": lst.host, "port": lst.port,
                          "security_protocol": lst.security_protocol} for lst in request.listeners],
             features=[{"name": f.name, "min_supported_version": f.min_supported_version,
@@ -329,6 +332,13 @@ class ClusterControlManager:
             else:
                 records = self._controlled_shutdown_records(broker_id, epoch, image)
             log.info("broker %d: %s -> %s", broker_id, current.name, nxt.name)
+        cordoned = getattr(request, "cordoned_log_dirs", None)
+        if cordoned is not None and (image.metadata_version or 0) >= MV_CORDONED_LOG_DIRS \
+                and (registration.cordoned_directories is None
+                     or set(registration.cordoned_directories) != set(cordoned)):
+            # Kafka's handleDirectoriesCordoned: the broker's cordoned dirs changed (or are first reported)
+            records.append(record("BrokerRegistrationChangeRecord", 3, broker_id=broker_id, broker_epoch=epoch,
+                                  cordoned_log_dirs=list(cordoned)))
         session.metadata_offset = max(session.metadata_offset, request.current_metadata_offset)
         session.fenced = nxt.fenced
         if nxt is BrokerControlState.CONTROLLED_SHUTDOWN and session.controlled_shutdown_offset < 0:

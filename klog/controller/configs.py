@@ -7,7 +7,8 @@ are static in klog (server.properties / --override), a change refused with INVAL
 config it cannot change dynamically (an unknown one INVALID_CONFIG), except the dynamic
 replication throttle rates (``DYNAMIC_BROKER_KEYS``) and a listener's reconfigurable TLS settings
 (``listener.name.<l>.ssl.keystore.location``, ...), kept as ConfigRecords on the broker's resource (its id, or ""
-for the cluster-wide default) as Kafka's controller keeps them.
+for the cluster-wide default) as Kafka's controller keeps them. ``cordoned.log.dirs`` (KIP-1066) is per broker only
+and refused below metadata.version 4.3-IV0, as Kafka's ConfigurationControlManager refuses it.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from typing import TYPE_CHECKING, TypeGuard, Union
 
 from klog.metadata.config import (
     BROKER_KEYS,
+    CORDONED_LOG_DIRS,
     DYNAMIC_BROKER_KEYS,
     DYNAMIC_LOG_KEYS,
+    PER_BROKER_KEYS,
     SECURITY_KEYS,
     TOPIC_KEYS,
     BrokerConfig,
@@ -28,6 +31,7 @@ from klog.metadata.config import (
 )
 from klog.metadata import client_metrics, group_config
 from klog.metadata.config_security import STORED_SSL_KEYS, listener_ssl_key
+from klog.metadata.features import MV_CORDONED_LOG_DIRS, metadata_version_name
 from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
@@ -138,6 +142,11 @@ class ConfigControlManager:
     def _alter_broker(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage, incremental: bool
                       ) -> list[MetadataRecord]:
         before, after = self.broker_configs_after(name, configs, image, incremental)
+        if before.get(CORDONED_LOG_DIRS) != after.get(CORDONED_LOG_DIRS) \
+                and (image.metadata_version or 0) < MV_CORDONED_LOG_DIRS:
+            # Kafka's ConfigurationControlManager.isCordonedLogDirsDisabled: any change of it, a removal too
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"The {CORDONED_LOG_DIRS} configuration value cannot be set "
+                             f"because it requires metadata.version >= {metadata_version_name(MV_CORDONED_LOG_DIRS)}")
         return [record("ConfigRecord", resource_type=int(ConfigResourceType.BROKER), resource_name=name, name=key,
                        value=after.get(key))
                 for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
@@ -159,6 +168,9 @@ class ConfigControlManager:
                              f"[{', '.join(static)}] ({_STATIC_BROKER_CONFIGS})")
         for item in items:
             ssl_key = listener_ssl_key(item.name)
+            if item.name in PER_BROKER_KEYS and name == "":
+                raise TopicError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster "
+                                 f"level, broker id must be specified: [{item.name}]")
             if ssl_key is not None:
                 if name == "":
                     raise TopicError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster "

@@ -63,9 +63,9 @@ def broker_config_entries(node: DescribedNode, keys: list[str] | None, *, includ
     for name, spec in BROKER_KEYS.items():
         if keys is not None and name not in keys:
             continue
-        is_set = config.is_set(name)
+        is_set = static_set = config.is_set(name)
         source = ConfigSource.STATIC_BROKER_CONFIG if is_set else ConfigSource.DEFAULT_CONFIG
-        value = None if spec.sensitive else spec.format(config[name])
+        value = static_value = None if spec.sensitive else spec.format(config[name])
         synonyms: list[DescribeConfigsResponseSynonym] = []
         dynamic = [(v, src) for resource, src in ((str(node.node_id), ConfigSource.DYNAMIC_BROKER_CONFIG),
                                                   ("", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
@@ -76,8 +76,9 @@ def broker_config_entries(node: DescribedNode, keys: list[str] | None, *, includ
             if include_synonyms:
                 synonyms += [{"name": name, "value": v, "source": src} for v, src in dynamic]
         if include_synonyms:
-            if is_set:
-                synonyms.append({"name": name, "value": value, "source": ConfigSource.STATIC_BROKER_CONFIG})
+            if static_set:
+                # server.properties' value, under a dynamic one that overrides it
+                synonyms.append({"name": name, "value": static_value, "source": ConfigSource.STATIC_BROKER_CONFIG})
             if spec.default is not None:
                 synonyms.append({"name": name, "value": spec.format(spec.default),
                                  "source": ConfigSource.DEFAULT_CONFIG})

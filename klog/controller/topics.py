@@ -5,7 +5,8 @@ the records (TopicRecord, PartitionRecord, ConfigRecord, RemoveTopicRecord) with
 of one request are decided in order, each seeing the topics an earlier item of the same request creates, and
 the records of all successful items are committed together.
 
-Replicas are placed on the registered brokers of the image that are neither fenced nor in controlled shutdown,
+Replicas are placed on the registered brokers of the image that are neither fenced nor in controlled shutdown nor
+have all their log dirs cordoned (KIP-1066),
 striped as Kafka's ``StripedReplicaPlacer`` does: leaders go round the racks (``broker.rack``; brokers without one
 form a rack of their own) and round the brokers within each rack, and the other replicas of a partition take the
 following racks, so a partition's replicas are on distinct racks where there are enough. Without racks partition
@@ -124,6 +125,10 @@ def place_replicas(brokers: list[int], first_partition: int, count: int, replica
     if replication_factor < 1:
         raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                          "Replication factor must be larger than 0, or -1 to use the default value.")
+    if not brokers:   # Kafka's StripedReplicaPlacer: no usable broker at all
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"Unable to replicate the partition {replication_factor} time(s): All brokers are currently "
+                         "fenced, or have all their log directories cordoned.")
     if replication_factor > len(brokers):
         raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                          f"Unable to replicate the partition {replication_factor} time(s): The target "
@@ -221,8 +226,14 @@ class TopicControlManager:
 
     @staticmethod
     def _placement_brokers(image: MetadataImage) -> list[int]:
-        """Kafka's usable brokers: registered, unfenced, not in controlled shutdown."""
+        """Kafka's live brokers: registered, unfenced, not in controlled shutdown (a manual assignment may name
+        them)."""
         return [b.id for b in image.live_brokers() if not b.in_controlled_shutdown]
+
+    @staticmethod
+    def _uncordoned(image: MetadataImage, brokers: list[int]) -> list[int]:
+        """Kafka's usable brokers for placement: those with a log dir that is not cordoned (KIP-1066)."""
+        return [b for b in brokers if image.brokers[b].has_uncordoned_dirs()]
 
     @staticmethod
     def _racks(image: MetadataImage) -> dict[int, str | None]:
@@ -334,7 +345,7 @@ class TopicControlManager:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS,
                                  f"Number of partitions {partitions} exceeds klog's limit "
                                  f"{MAX_PARTITIONS_PER_TOPIC}.")
-            assignment = place_replicas(brokers, 0, partitions, rf, self._racks(image),
+            assignment = place_replicas(self._uncordoned(image, brokers), 0, partitions, rf, self._racks(image),
                                         start=len(image.topics_by_name) + len(created))
         self._check_replication(assignment)
         nulls = [k for k, v in (item.configs or {}).items() if v is None]
@@ -517,7 +528,8 @@ class TopicControlManager:
                                  f"The manual partition assignment must have {rf} replicas per partition, as the "
                                  "topic's existing partitions do.")
         else:
-            assignment = place_replicas(brokers, current, total - current, rf, self._racks(image))
+            assignment = place_replicas(self._uncordoned(image, brokers), current, total - current, rf,
+                                        self._racks(image))
         self._check_replication(assignment)
         return partition_records(topic.id, current, assignment, image)
 

@@ -190,12 +190,40 @@ def _topic_default(topic_key: str, broker_key: str, type_: str | None = None, va
 #: DynamicLogConfig, so ``kafka-configs --entity-type brokers --entity-default --alter`` changes every topic without
 #: an override of its own, at once.
 DYNAMIC_LOG_KEYS = frozenset(TOPIC_TO_BROKER_KEY.values())
+#: KIP-1066: log dirs in which this broker makes no new partition log, ``*`` for all of them (metadata.version
+#: 4.3-IV0+: the controller places no new replica on a broker whose log dirs are all cordoned)
+CORDONED_LOG_DIRS = "cordoned.log.dirs"
+CORDONED_ALL = "*"
+
+
+def cordoned_log_dirs_problem(cordoned: list[str], log_dirs: list[str]) -> str | None:
+    """Why a ``cordoned.log.dirs`` value is refused (Kafka's ``KafkaConfig.validateCordonedLogDirs``: ``*`` alone, or
+    entries of ``log.dirs``/``log.dir`` as written there); None: it is valid."""
+    if CORDONED_ALL in cordoned:
+        return None if len(cordoned) == 1 else \
+            f"When {CORDONED_LOG_DIRS} is set to {CORDONED_ALL}, it must not contain other values"
+    missing = [d for d in cordoned if d not in log_dirs]
+    if missing:
+        return (f"All entries in {CORDONED_LOG_DIRS} must be present in log.dirs or log.dir. Missing entries : "
+                f"{','.join(missing)}")
+    return None
+
+
+def cordoned_paths(cordoned: list[str], log_dirs: list[str]) -> frozenset[str]:
+    """The absolute paths of the cordoned log dirs among ``log_dirs`` (``*``: all of them)."""
+    chosen = log_dirs if CORDONED_ALL in cordoned else [d for d in log_dirs if d in cordoned]
+    return frozenset(os.path.abspath(d) for d in chosen)
+
+
 #: Broker configs IncrementalAlterConfigs/AlterConfigs may change at runtime (ConfigRecords on the broker's resource,
 #: or "" for every broker); every other broker config is static (server.properties / --override).
 DYNAMIC_BROKER_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
                                  "replica.alter.log.dirs.io.max.bytes.per.second", "max.connections",
                                  "max.connections.per.ip", "max.connections.per.ip.overrides",
-                                 "max.connection.creation.rate"}) | DYNAMIC_LOG_KEYS
+                                 "max.connection.creation.rate", CORDONED_LOG_DIRS}) | DYNAMIC_LOG_KEYS
+#: dynamic broker configs a broker id must be named for (Kafka's DynamicBrokerConfig.PER_BROKER_CONFIGS, the TLS
+#: listener settings aside): no cluster-wide default
+PER_BROKER_KEYS = frozenset({CORDONED_LOG_DIRS})
 
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     # identity and listeners
@@ -272,6 +300,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     # data
     _k("log.dirs", "list", None, "directories holding the partition logs"),
     _k("log.dir", "string", "./klog-data", "the log directory when log.dirs is not set"),
+    _k(CORDONED_LOG_DIRS, "list", [], "log dirs (entries of log.dirs or log.dir, or * for all) in which no new "
+       "partition log is made; a broker whose log dirs are all cordoned gets no new replicas (KIP-1066, "
+       "metadata.version 4.3-IV0+); dynamic per broker"),
     _k("num.partitions", "int", 1, "partitions of auto-created topics", at_least(1)),
     _k("default.replication.factor", "int", 1, "replication factor of auto-created topics", at_least(1)),
     _k("auto.create.topics.enable", "boolean", True, "create unknown topics on Metadata/Produce"),
@@ -832,6 +863,11 @@ class BrokerConfig(Mapping[str, Any]):
         if not v["log.dirs"] and not v["log.dir"]:
             raise ConfigError("log.dir", "is empty: name the data directory")
         self.log_dirs: list[str] = [os.path.abspath(d) for d in (v["log.dirs"] or [v["log.dir"]])]
+        #: log.dirs (or log.dir) as written, which cordoned.log.dirs entries name
+        self.configured_log_dirs: list[str] = list(v["log.dirs"] or [v["log.dir"]])
+        problem = cordoned_log_dirs_problem(v[CORDONED_LOG_DIRS], self.configured_log_dirs)
+        if problem is not None:
+            raise ConfigError(CORDONED_LOG_DIRS, problem)
 
         protocol_map: dict[str, str] = {}
         for entry in v["listener.security.protocol.map"]:

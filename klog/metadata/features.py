@@ -24,6 +24,7 @@ __all__ = [
     "METADATA_VERSION",
     "METADATA_VERSIONS",
     "MINIMUM_METADATA_VERSION",
+    "MV_CORDONED_LOG_DIRS",
     "SHARE_VERSION",
     "STREAMS_VERSION",
     "TRANSACTION_VERSION",
@@ -31,6 +32,7 @@ __all__ = [
     "metadata_changed_between",
     "metadata_version_level",
     "metadata_version_name",
+    "register_broker_record_version",
     "release_features",
     "supported_features",
 ]
@@ -53,9 +55,11 @@ METADATA_VERSIONS: dict[int, tuple[str, bool]] = {
     27: ("4.1-IV1", False), 28: ("4.2-IV0", False), 29: ("4.2-IV1", False), 30: ("4.3-IV0", True),
 }
 MINIMUM_METADATA_VERSION = 7
-#: the highest metadata.version klog implements: 4.2-IV1. 4.3-IV0 changes the metadata format (KIP-1066's cordoned
-#: log dirs in broker registrations), which klog does not write or honour.
-LATEST_METADATA_VERSION = 29
+#: 4.3-IV0: KIP-1066's cordoned log dirs (heartbeats report them, broker registrations record them, RegisterBrokerRecord
+#: v4; Kafka's ``MetadataVersion.isCordonedLogDirsSupported``)
+MV_CORDONED_LOG_DIRS = 30
+#: the highest metadata.version klog implements, Kafka 4.3's latest production one: 4.3-IV0
+LATEST_METADATA_VERSION = 30
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,15 @@ def metadata_changed_between(low: int, high: int) -> bool:
     """Whether a level in (low, high] changed the metadata format (a downgrade from high to low may lose
     metadata: Kafka's ``MetadataVersion.checkIfMetadataChanged``)."""
     return any(METADATA_VERSIONS.get(level, ("", True))[1] for level in range(low + 1, high + 1))
+
+
+def register_broker_record_version(metadata_version: int) -> int:
+    """The RegisterBrokerRecord version a controller writes at ``metadata_version`` (Kafka's
+    ``MetadataVersion.registerBrokerRecordVersion``): 4 with cordoned log dirs (4.3-IV0), 3 with directory
+    assignment (3.7-IV2), 2 with ZooKeeper migration (3.4-IV0), else 1."""
+    if metadata_version >= MV_CORDONED_LOG_DIRS:
+        return 4
+    return 3 if metadata_version >= 17 else 2 if metadata_version >= 8 else 1
 
 
 def supported_features() -> list[tuple[str, int, int]]:

@@ -112,6 +112,13 @@ class BrokerRegistration:
             return False
         return not self.directories or directory in self.directories
 
+    def has_uncordoned_dirs(self) -> bool:
+        """Kafka's ``BrokerRegistration.hasUncordonedDirs``: new replicas may be placed on this broker (it registered
+        no dirs, has reported no cordoned ones yet, or has a dir that is not cordoned)."""
+        if not self.directories or self.cordoned_directories is None:
+            return True
+        return bool(set(self.directories) - set(self.cordoned_directories))
+
     def endpoint(self, listener: str) -> BrokerEndpoint | None:
         for e in self.endpoints:
             if e.name == listener:

@@ -21,6 +21,7 @@ from klog.controller.apis import CONTROLLER_API_VERSIONS
 from klog.controller.configs import OP_DELETE, ConfigControlManager
 from klog.controller.describe_configs import DESCRIBE_CONFIGS_VERSIONS, DescribedNode, describe_configs
 from klog.controller.topics import TopicError
+from klog.metadata.config import CORDONED_LOG_DIRS, cordoned_log_dirs_problem
 from klog.metadata.config_security import dynamic_ssl_key
 from klog.protocol.struct import Struct
 from klog.metadata.image import ConfigResourceType
@@ -90,14 +91,15 @@ async def preprocessed(broker: HandlerBroker, request: AlterRequest,
                                                                    bool(request.validate_only))
             continue
         if problem is None and resource.resource_type == BROKER and resource.resource_name == str(
-                broker.node_id) and any(dynamic_ssl_key(item.name) is not None for item in resource.configs):
+                broker.node_id) and any(dynamic_ssl_key(item.name) is not None or item.name == CORDONED_LOG_DIRS
+                                        for item in resource.configs):
             try:
                 before, after = ConfigControlManager(broker.config, broker.node_id).broker_configs_after(
                     resource.resource_name, resource.configs, broker.metadata.image, incremental)
             except TopicError:
                 pass   # refused by the controller as well, with its own answer
             else:
-                problem = dynamic_ssl_problem(broker.config, before, after)
+                problem = dynamic_ssl_problem(broker.config, before, after) or _cordoned_problem(broker, after)
         if problem is None:
             kept.append(resource)
         else:
@@ -111,6 +113,17 @@ async def preprocessed(broker: HandlerBroker, request: AlterRequest,
     answered: Any = response
     answered["responses"] = runtime_loggers.in_request_order(request.resources, answered_here, answered["responses"])
     return response
+
+
+def _cordoned_problem(broker: HandlerBroker, after: dict[str, str]) -> str | None:
+    """Kafka's broker checks its own new cordoned.log.dirs against its log.dirs (KafkaConfig.validateCordonedLogDirs,
+    a Scala ``require``) before the controller sees it."""
+    value = after.get(CORDONED_LOG_DIRS)
+    if value is None:
+        return None
+    why = cordoned_log_dirs_problem([e.strip() for e in value.split(",") if e.strip()],
+                                    broker.config.configured_log_dirs)
+    return None if why is None else f"requirement failed: {why}"
 
 
 def _preprocess_problem(broker: HandlerBroker, resource: Any, repeated: bool, incremental: bool) -> str | None:

@@ -1,7 +1,7 @@
 """DescribeLogDirs (35): each log directory with the size of every partition in it, and (v4) the disk's
 total and usable bytes, as ``kafka-log-dirs.sh --describe`` and admin consoles show them; a replica moving to another
-dir is listed there too as the future replica (is_future_key). No directory is ever cordoned (v5's IsCordoned,
-KIP-1066): klog places no new partitions by directory state.
+dir is listed there too as the future replica (is_future_key); v5's IsCordoned says whether the dir is among
+``cordoned.log.dirs`` (KIP-1066: no new partition log is made there).
 
 AlterReplicaLogDirs (34): move local replicas between this broker's log dirs, as ``kafka-reassign-partitions
 --execute`` does for a reassignment JSON with ``log_dirs``; the moves themselves are the partition manager's
@@ -47,6 +47,7 @@ def handle_describe_log_dirs(broker: HandlerBroker, ctx: RequestContext, request
     wanted = _wanted(request)
     by_dir: dict[str, dict[str, list[DescribeLogDirsResponsePartition]]] = {os.path.realpath(d): {} for d in broker.config.log_dirs}
     offline = {os.path.realpath(d) for d in broker.partitions.offline_dirs}
+    cordoned = {os.path.realpath(d) for d in broker.partitions.cordoned_dirs}
     for (topic, partition), log_ in sorted(broker.partitions.logs()):
         if wanted is not None and partition not in wanted.get(topic, ()):
             continue
@@ -78,7 +79,7 @@ def handle_describe_log_dirs(broker: HandlerBroker, ctx: RequestContext, request
     for directory, topics in by_dir.items():
         result: DescribeLogDirsResponseResult = {"error_code": errors.NONE, "log_dir": directory, "total_bytes": -1,
                                   "usable_bytes": -1,
-                                  "is_cordoned": False,
+                                  "is_cordoned": directory in cordoned,
                                   "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
         if directory in offline:
             result.update({"error_code": errors.KAFKA_STORAGE_ERROR, "topics": []})
