@@ -34,8 +34,9 @@ pytestmark = pytest.mark.timeout(180)
 HOLD_MS = 60_000
 #: the producer's limit for an acknowledgement: well inside the hold
 DELIVERY_TIMEOUT_MS = 20_000
+#: (replica.socket.timeout.ms must be at least replica.fetch.wait.max.ms, as Kafka checks)
 PROPERTIES: dict[str, Any] = {**CLUSTER_TIMING, "min.insync.replicas": 2, "replica.fetch.wait.max.ms": HOLD_MS,
-                              "replica.lag.time.max.ms": 120_000}
+                              "replica.socket.timeout.ms": HOLD_MS, "replica.lag.time.max.ms": 120_000}
 
 
 @pytest.fixture

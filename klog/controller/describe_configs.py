@@ -73,6 +73,8 @@ def broker_config_entries(node: DescribedNode, keys: list[str] | None, *, includ
                    and (v := image_configs.get((ConfigResourceType.BROKER, resource), {}).get(name)) is not None]
         if dynamic:   # a dynamic broker config: its own resource's value, else the cluster default's
             value, source, is_set = dynamic[0][0], dynamic[0][1], True
+        if spec.internal and not is_set:
+            continue   # Kafka lists its internal (and non-KafkaConfig) keys only once supplied
             if include_synonyms:
                 synonyms += [{"name": name, "value": v, "source": src} for v, src in dynamic]
         if include_synonyms:
@@ -91,7 +93,8 @@ def broker_config_entries(node: DescribedNode, keys: list[str] | None, *, includ
             "config_type": CONFIG_TYPE_CODES.get(spec.type, 0),
             "documentation": spec.doc if include_documentation else None,
         })
-    for name in sorted(config.unused):   # supplied, unknown to Kafka 4: static, read-only, sensitive (of no type)
+    # supplied, unknown to Kafka 4's KafkaConfig: static, read-only, sensitive (of no type)
+    for name in sorted({**config.unused, **config.provider_settings}):
         if keys is not None and name not in keys:
             continue
         entries.append({

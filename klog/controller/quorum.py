@@ -149,7 +149,8 @@ def controller_listener_security(config: BrokerConfig, *, server: bool,
     if name in listed:
         protocol = listed[name].security_protocol
     else:   # a broker-only node: the map names the controllers' listener protocol
-        mapping = dict(str(e).partition(":")[::2] for e in config["listener.security.protocol.map"])
+        mapping = dict(str(e).partition(":")[::2] for e in str(config["listener.security.protocol.map"]).split(",")
+                       if e.strip())
         protocol = {k.strip().upper(): v.strip().upper() for k, v in mapping.items()}.get(name, name)
     if protocol == "PLAINTEXT":
         return ControllerListenerSecurity()

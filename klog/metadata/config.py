@@ -20,6 +20,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 # re-exported: klog.metadata.config is the one module the configs are imported from
+from klog.metadata.config_compat import KAFKA_COMPAT_KEYS
+from klog.metadata.config_providers import is_provider_key
+from klog.metadata.config_providers import resolve as resolve_providers
 from klog.metadata.config_keys import (
     _KAFKA_ONLY as _KAFKA_ONLY,
     CONFIG_TYPE_CODES as CONFIG_TYPE_CODES,
@@ -133,8 +136,6 @@ TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("min.compaction.lag.ms", "long", 0, "records younger than this are not compacted", at_least(0)),
     _k("max.compaction.lag.ms", "long", LONG_MAX, "records older than this are compacted whatever the dirty ratio "
        "(the active segment rolls after it)", at_least(1)),
-    _k("message.downconversion.enable", "boolean", True, "no effect (Kafka 4 removed down-conversion)",
-       no_effect=True),
     _k("leader.replication.throttled.replicas", "list", [], "replicas (partition:broker pairs, or *) whose "
        "leader serves followers within its leader.replication.throttled.rate (kafka-reassign-partitions "
        "--throttle sets it)", _throttled_replicas),
@@ -143,6 +144,8 @@ TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("local.retention.ms", "long", -2, "tiered storage: no effect", no_effect=True),
     _k("local.retention.bytes", "long", -2, "tiered storage: no effect", no_effect=True),
     _k("remote.storage.enable", "boolean", False, "tiered storage: no effect", no_effect=True),
+    _k("remote.log.copy.disable", "boolean", False, "tiered storage: no effect", no_effect=True),
+    _k("remote.log.delete.on.disable", "boolean", False, "tiered storage: no effect", no_effect=True),
 ]}
 
 #: topic config -> the broker key that supplies its default (Kafka's synonyms).
@@ -173,15 +176,18 @@ TOPIC_TO_BROKER_KEY = {
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
     "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "local.retention.ms": "log.local.retention.ms",
+    "local.retention.bytes": "log.local.retention.bytes",
 }
 
 
 # ---- broker configs ------------------------------------------------------------------------------------
 
 def _topic_default(topic_key: str, broker_key: str, type_: str | None = None, validator: Any = None,
-                   **kw: Any) -> ConfigKey:
+                   default: Any = ..., **kw: Any) -> ConfigKey:
     base = TOPIC_KEYS[topic_key]
-    return ConfigKey(broker_key, type_ or base.type, base.default, f"default for topic config {topic_key}",
+    return ConfigKey(broker_key, type_ or base.type, base.default if default is ... else default,
+                     f"default for topic config {topic_key}",
                      validator or base.validator, **kw)
 
 
@@ -228,13 +234,15 @@ PER_BROKER_KEYS = frozenset({CORDONED_LOG_DIRS})
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     # identity and listeners
     _k("node.id", "int", 1, "this broker's id", at_least(0)),
-    _k("broker.id", "int", None, "older name of node.id", at_least(0)),
-    _k("cluster.id", "string", None, "cluster id (generated and stored in meta.properties when absent)"),
+    _k("broker.id", "int", -1, "older name of node.id (-1: unset)", at_least(-1)),
+    _k("cluster.id", "string", None, "cluster id (generated and stored in meta.properties when absent)",
+       internal=True),
     _k("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "listener URIs the broker binds"),
     _k("advertised.listeners", "list", None, "listener URIs given to clients (default: listeners)"),
-    _k("listener.security.protocol.map", "list",
-       ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "SASL_SSL:SASL_SSL"], "listener name -> security protocol"),
+    # a STRING in Kafka's ConfigDef (NAME:PROTOCOL,...), split where it is read
+    _k("listener.security.protocol.map", "string",
+       "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+       "listener name -> security protocol"),
     _k("inter.broker.listener.name", "string", None, "the listener brokers connect to each other on (replica "
        "fetchers, transaction markers, share-group state); default: the listener named by "
        "security.inter.broker.protocol"),
@@ -242,8 +250,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("process.roles", "list", ["broker", "controller"],
        "broker, controller or both; with controller.quorum.voters set, a controller role joins that Raft quorum "
        "(without it, klog is one node that is its own quorum)", one_of("broker", "controller")),
-    _k("controller.quorum.voters", "list", None, "the static controller quorum, id@host:port,... (KRaft)"),
-    _k("controller.quorum.bootstrap.servers", "list", None, "KIP-853: controller listeners host:port,... a node "
+    _k("controller.quorum.voters", "list", [], "the static controller quorum, id@host:port,... (KRaft)"),
+    _k("controller.quorum.bootstrap.servers", "list", [], "KIP-853: controller listeners host:port,... a node "
        "finds the quorum through (instead of controller.quorum.voters): a controller reads the voters "
        "klog-broker format --standalone / --initial-controllers wrote (one formatted --no-initial-controllers asks "
        "them and joins through kafka-metadata-quorum add-controller), a broker-only node asks the controllers"),
@@ -294,12 +302,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "allowed", one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")),
     _k("super.users", "string", "", "principals allowed everything, separated by semicolons "
        "(User:admin;User:broker); the nodes' principals on the controller listener belong here (User:ANONYMOUS on "
-       "a PLAINTEXT controller listener, as on Kafka; see security.md)"),
+       "a PLAINTEXT controller listener, as on Kafka; see security.md)", internal=True),
     _k("allow.everyone.if.no.acl.found", "boolean", False, "a resource without any ACL is open to every principal "
-       "(with an authorizer)"),
+       "(with an authorizer)", internal=True),
     # data
     _k("log.dirs", "list", None, "directories holding the partition logs"),
-    _k("log.dir", "string", "./klog-data", "the log directory when log.dirs is not set"),
+    _k("log.dir", "list", ["./klog-data"], "the log directories when log.dirs is not set"),
     _k(CORDONED_LOG_DIRS, "list", [], "log dirs (entries of log.dirs or log.dir, or * for all) in which no new "
        "partition log is made; a broker whose log dirs are all cordoned gets no new replicas (KIP-1066, "
        "metadata.version 4.3-IV0+); dynamic per broker"),
@@ -337,7 +345,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _topic_default("message.timestamp.type", "log.message.timestamp.type"),
     _topic_default("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms"),
     _topic_default("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms"),
-    _topic_default("segment.jitter.ms", "log.roll.jitter.ms"),
+    # no default: log.roll.jitter.hours supplies it, as in Kafka
+    _topic_default("segment.jitter.ms", "log.roll.jitter.ms", default=None),
+    _k("log.roll.jitter.hours", "int", 0, "default of the topic config segment.jitter.ms in hours, when "
+       "log.roll.jitter.ms is not set", at_least(0)),
     _topic_default("preallocate", "log.preallocate"),
     _topic_default("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio"),
     _topic_default("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
@@ -368,12 +379,13 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("replica.fetch.backoff.ms", "int", 1000, "pause of a replica fetcher after a fetch failed", at_least(0)),
     _k("leader.replication.throttled.rate", "long", LONG_MAX, "bytes/s a leader sends to the followers of the "
        "replicas topics list in leader.replication.throttled.replicas; dynamic (IncrementalAlterConfigs on this "
-       "broker or the cluster default)", at_least(0)),
+       "broker or the cluster default)", at_least(0), internal=True),
     _k("follower.replication.throttled.rate", "long", LONG_MAX, "bytes/s this broker's replica fetchers take for "
-       "the replicas topics list in follower.replication.throttled.replicas; dynamic as the leader's", at_least(0)),
+       "the replicas topics list in follower.replication.throttled.replicas; dynamic as the leader's", at_least(0),
+       internal=True),
     _k("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, "bytes/s a move of replicas between "
        "this broker's log dirs (AlterReplicaLogDirs) copies; dynamic as the replication throttles "
-       "(kafka-reassign-partitions --replica-alter-log-dirs-throttle)", at_least(0)),
+       "(kafka-reassign-partitions --replica-alter-log-dirs-throttle)", at_least(0), internal=True),
     _k("klog.replica.append.inline.bytes", "int", 65536, "record bytes of one partition in a replica fetch's "
        "answer that the follower appends on the event loop, as a leader appends produced batches; larger ones are "
        "appended on a worker thread with the GIL released, the partitions of one answer side by side",
@@ -388,7 +400,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "from the leader", one_of(*REPLICA_SELECTORS)),
     _k("num.recovery.threads.per.data.dir", "int", 2, "threads per log dir that flush and close the logs at "
        "shutdown", at_least(1)),
-    _k("log.initial.task.delay.ms", "long", 30000, "delay before the first retention pass", at_least(0)),
+    _k("log.initial.task.delay.ms", "long", 30000, "delay before the first retention pass", at_least(0),
+       internal=True),
     # network limits
     _k("socket.request.max.bytes", "int", 104857600, "largest request frame accepted", at_least(1)),
     _k("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of client sockets (-1: OS default)"),
@@ -570,7 +583,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     # producer ids and transactions
     _k("producer.id.expiration.ms", "int", 86400000, "forget idle producer ids after this long", at_least(1)),
     _k("producer.id.expiration.check.interval.ms", "int", 600000,
-       "how often idle producer ids are looked for (producer.id.expiration.ms)", at_least(1)),
+       "how often idle producer ids are looked for (producer.id.expiration.ms)", at_least(1), internal=True),
     # the transaction coordinator (klog.broker.transactions) and its __transaction_state topic
     _k("transactional.id.expiration.ms", "int", 604800000,
        "forget a transactional id (its producer id and epoch) when it has not been used for this long",
@@ -637,7 +650,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        at_least(0)),
     _k("group.consumer.max.assignment.interval.ms", "int", 15000, "largest consumer.assignment.interval.ms",
        at_least(0)),
-    _k("group.consumer.assignor.offload.enable", "boolean", True, _KAFKA_ONLY, no_effect=True),
+    _k("group.consumer.assignor.offload.enable", "boolean", True, _KAFKA_ONLY, no_effect=True, internal=True),
     _k("group.consumer.migration.policy", "string", "bidirectional",
        "online conversion of a group between the classic and consumer protocols: upgrade (a consumer-protocol "
        "member joins a classic group), downgrade (the last consumer-protocol member leaves), both or neither",
@@ -663,7 +676,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        at_least(0)),
     _k("group.streams.max.assignment.interval.ms", "int", 15000, "largest streams.assignment.interval.ms",
        at_least(0)),
-    _k("group.streams.assignor.offload.enable", "boolean", True, _KAFKA_ONLY, no_effect=True),
+    _k("group.streams.assignor.offload.enable", "boolean", True, _KAFKA_ONLY, no_effect=True, internal=True),
     # share groups (KIP-932; klog.broker.groups.share and klog.broker.share)
     _k("group.share.session.timeout.ms", "int", 45000, "share group session timeout", at_least(1)),
     _k("group.share.min.session.timeout.ms", "int", 45000, "share group min session timeout", at_least(1)),
@@ -679,7 +692,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("group.share.min.assignment.interval.ms", "int", 0, "smallest share.assignment.interval.ms", at_least(0)),
     _k("group.share.max.assignment.interval.ms", "int", 15000, "largest share.assignment.interval.ms",
        at_least(0)),
-    _k("group.share.assignor.offload.enable", "boolean", True, _KAFKA_ONLY, no_effect=True),
+    _k("group.share.assignor.offload.enable", "boolean", True, _KAFKA_ONLY, no_effect=True, internal=True),
     _k("group.share.record.lock.duration.ms", "int", 30000,
        "how long a share consumer holds the records it acquired before they are redelivered", at_least(1)),
     _k("group.share.min.record.lock.duration.ms", "int", 15000, "smallest share record lock duration",
@@ -698,7 +711,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        at_least(1)),
     _k("group.share.max.share.sessions", "int", 2000, "share sessions a broker keeps", at_least(1)),
     _k("group.share.persister.class.name", "string", "org.apache.kafka.server.share.persister.DefaultStatePersister",
-       _KAFKA_ONLY, no_effect=True),
+       _KAFKA_ONLY, no_effect=True, internal=True),
     _k("share.fetch.purgatory.purge.interval.requests", "int", 1000, _KAFKA_ONLY, no_effect=True),
     _k("share.coordinator.state.topic.num.partitions", "int", 50, "partitions of __share_group_state",
        at_least(1)),
@@ -717,11 +730,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("share.coordinator.append.linger.ms", "int", -1, _KAFKA_ONLY, no_effect=True),
     _k("share.coordinator.state.topic.prune.interval.ms", "int", 300000,
        "how often the share coordinator deletes the __share_group_state records no share-partition's state needs any "
-       "more (those below the earliest of their latest ShareSnapshots)", at_least(1)),
+       "more (those below the earliest of their latest ShareSnapshots)", at_least(1), internal=True),
     _k("share.coordinator.cold.partition.snapshot.interval.ms", "int", 300000,
        "how often the share coordinator writes a new ShareSnapshot of the share-partitions whose latest snapshot is "
        "at least this old (unless nothing was snapshotted since the last time), so that an idle share-partition does "
-       "not hold back the pruning of its __share_group_state partition", at_least(1)),
+       "not hold back the pruning of its __share_group_state partition", at_least(1), internal=True),
     _k("share.coordinator.cached.buffer.max.bytes", "int", 1048588, _KAFKA_ONLY, no_effect=True),
     _k("group.coordinator.threads", "int", 4, _KAFKA_ONLY, no_effect=True),
     _k("offsets.topic.num.partitions", "int", 50, "partitions of __consumer_offsets", at_least(1)),
@@ -745,6 +758,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
 
 BROKER_KEYS.update(SECURITY_KEYS)
 BROKER_KEYS.update(BROKER_SECURITY_KEYS)
+BROKER_KEYS.update(KAFKA_COMPAT_KEYS)
 
 #: Keys Kafka 4 removed with ZooKeeper and still starts with, unused (its "were supplied but are not used yet"
 #: warning): the password encoder of KIP-226, which encrypted dynamic password configs in ZooKeeper. In KRaft mode
@@ -786,11 +800,16 @@ class BrokerConfig(Mapping[str, Any]):
         self.listener_settings: dict[str, dict[str, Any]] = {}
         #: settings Kafka 4 accepts and does not use (:data:`UNUSED_KAFKA_KEYS`), by name
         self.unused: dict[str, Any] = {}
-        for key, raw in (props or {}).items():
+        #: ``config.providers.<alias>.class`` / ``.param.<name>`` settings (not KafkaConfig keys either)
+        self.provider_settings: dict[str, Any] = {}
+        for key, raw in resolve_providers(props or {}).items():
             key = key.strip()
             spec = BROKER_KEYS.get(key)
             if spec is None and key.startswith("listener.name."):
                 self._listener_setting(key, raw)
+                continue
+            if spec is None and is_provider_key(key):
+                self.provider_settings[key] = raw
                 continue
             if spec is None and key in UNUSED_KAFKA_KEYS:
                 self.unused[key] = raw
@@ -852,7 +871,7 @@ class BrokerConfig(Mapping[str, Any]):
 
     def _derive(self) -> None:
         v = self._values
-        if v["broker.id"] is not None:
+        if v["broker.id"] != -1:
             if self.is_set("node.id") and v["node.id"] != v["broker.id"]:
                 raise ConfigError("broker.id", f"{v['broker.id']} differs from node.id {v['node.id']}")
             v["node.id"] = v["broker.id"]
@@ -862,15 +881,15 @@ class BrokerConfig(Mapping[str, Any]):
                                           "log.dir, default ./klog-data)")
         if not v["log.dirs"] and not v["log.dir"]:
             raise ConfigError("log.dir", "is empty: name the data directory")
-        self.log_dirs: list[str] = [os.path.abspath(d) for d in (v["log.dirs"] or [v["log.dir"]])]
+        self.log_dirs: list[str] = [os.path.abspath(d) for d in (v["log.dirs"] or v["log.dir"])]
         #: log.dirs (or log.dir) as written, which cordoned.log.dirs entries name
-        self.configured_log_dirs: list[str] = list(v["log.dirs"] or [v["log.dir"]])
+        self.configured_log_dirs: list[str] = list(v["log.dirs"] or v["log.dir"])
         problem = cordoned_log_dirs_problem(v[CORDONED_LOG_DIRS], self.configured_log_dirs)
         if problem is not None:
             raise ConfigError(CORDONED_LOG_DIRS, problem)
 
         protocol_map: dict[str, str] = {}
-        for entry in v["listener.security.protocol.map"]:
+        for entry in _parse_list(v["listener.security.protocol.map"]):
             name, sep, protocol = entry.partition(":")
             if not sep or not name or not protocol:
                 raise ConfigError("listener.security.protocol.map", f"{entry!r} is not NAME:PROTOCOL")
@@ -900,6 +919,14 @@ class BrokerConfig(Mapping[str, Any]):
                 raise ConfigError("listener.security.protocol.map", f"listener {lst.name}: "
                                   f"{lst.security_protocol!r} is not one of {', '.join(_SECURITY_PROTOCOLS)}")
         self.listeners: list[Listener] = served
+        names = {lst.name for lst in all_listeners} | controller_names
+        for name in v["early.start.listeners"] or []:
+            if name.upper() not in names:   # Kafka's KafkaConfig check
+                raise ConfigError("early.start.listeners", f"{name} is not a listener of listeners or "
+                                  "controller.listener.names")
+        if v["replica.socket.timeout.ms"] < v["replica.fetch.wait.max.ms"]:
+            raise ConfigError("replica.socket.timeout.ms", "should always be at least replica.fetch.wait.max.ms to "
+                              "prevent unnecessary socket timeouts")
         #: the listener other brokers are reached on (inter.broker.listener.name, else the one named after
         #: security.inter.broker.protocol, as Kafka resolves them); None on a controller-only node
         self.inter_broker_listener: Listener | None = self._inter_broker_listener(v, served)
@@ -1008,6 +1035,8 @@ class BrokerConfig(Mapping[str, Any]):
             return self.retention_ms
         if topic_key == "segment.ms":
             return self.roll_ms
+        if topic_key == "segment.jitter.ms" and self._values["log.roll.jitter.ms"] is None:
+            return self._values["log.roll.jitter.hours"] * 3_600_000
         if topic_key == "flush.ms":
             value = self._values["log.flush.interval.ms"]
             return TOPIC_KEYS["flush.ms"].default if value is None else value
@@ -1023,11 +1052,10 @@ class BrokerConfig(Mapping[str, Any]):
                 if self.is_set(key):
                     return key, True
             return "log.retention.hours", False
-        if topic_key == "segment.ms":
-            for key in ("log.roll.ms", "log.roll.hours"):
-                if self.is_set(key):
-                    return key, True
-            return "log.roll.hours", False
+        for key, synonyms in _BROKER_SYNONYMS.items():
+            if topic_key == key and topic_key != "retention.ms":
+                set_key = next((k for k in synonyms if self.is_set(k)), None)
+                return (set_key, True) if set_key else (synonyms[-1], False)
         broker_key = TOPIC_TO_BROKER_KEY.get(topic_key, topic_key)
         return broker_key, self.is_set(broker_key)
 
@@ -1063,7 +1091,9 @@ class ConfigSource(enum.IntEnum):
 
 #: topic config -> its broker synonyms in Kafka's order, where there are several (ServerTopicConfigSynonyms)
 _BROKER_SYNONYMS = {"retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-                    "segment.ms": ("log.roll.ms", "log.roll.hours")}
+                    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+                    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+                    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours")}
 
 
 def topic_config_entries(config: BrokerConfig, overrides: Mapping[str, str], keys: list[str] | None, *,
@@ -1076,31 +1106,28 @@ def topic_config_entries(config: BrokerConfig, overrides: Mapping[str, str], key
     for name, spec in TOPIC_KEYS.items():
         if keys is not None and name not in keys:
             continue
-        broker_key, broker_set = config.topic_default_source(name)
         default_value = spec.format(config.static_topic_default(name))
         dynamic = config.dynamic_topic_defaults(name)
-        synonyms: list[DescribeConfigsResponseSynonym] = []
-        value: str | None
+        # Kafka's ConfigHelper: the broker synonyms (dynamic, static, then default layers, each over the synonyms
+        # in order) from the first one naming the primary broker key on: log.retention.hours alone (set or by
+        # default) is no synonym of retention.ms, whose log.retention.ms is unset
+        primary = TOPIC_TO_BROKER_KEY.get(name)
+        chain = _BROKER_SYNONYMS.get(name, (primary,) if primary else ())
+        layers: list[DescribeConfigsResponseSynonym] = [
+            {"name": key, "value": spec.format(v), "source": src} for key, v, src in dynamic]
+        layers += [{"name": k, "value": BROKER_KEYS[k].format(config[k]), "source": ConfigSource.STATIC_BROKER_CONFIG}
+                   for k in chain if config.is_set(k)]
+        layers += [{"name": k, "value": BROKER_KEYS[k].format(BROKER_KEYS[k].default),
+                    "source": ConfigSource.DEFAULT_CONFIG} for k in chain if BROKER_KEYS[k].default is not None]
+        first = next((i for i, synonym in enumerate(layers) if synonym["name"] == primary), len(layers))
+        synonyms: list[DescribeConfigsResponseSynonym] = layers[first:]
+        value: str | None = default_value
+        source = synonyms[0]["source"] if synonyms else ConfigSource.DEFAULT_CONFIG
+        if dynamic:
+            value = spec.format(dynamic[0][1])
         if name in overrides:
             value, source = overrides[name], ConfigSource.TOPIC_CONFIG
-            synonyms.append({"name": name, "value": value, "source": ConfigSource.TOPIC_CONFIG})
-        elif dynamic:
-            value, source = spec.format(dynamic[0][1]), dynamic[0][2]
-        elif broker_set:
-            value, source = default_value, ConfigSource.STATIC_BROKER_CONFIG
-        else:
-            value, source = default_value, ConfigSource.DEFAULT_CONFIG
-        synonyms += [{"name": key, "value": spec.format(v), "source": src} for key, v, src in dynamic]
-        if broker_set:
-            synonyms.append({"name": broker_key, "value": default_value, "source": ConfigSource.STATIC_BROKER_CONFIG})
-        # Kafka's default synonym: the first of the broker synonyms with a default (log.retention.hours=168 for
-        # retention.ms, whose log.retention.ms and log.retention.minutes have none)
-        default_key = next((k for k in _BROKER_SYNONYMS.get(name, (broker_key,))
-                            if k in BROKER_KEYS and BROKER_KEYS[k].default is not None), None)
-        synonyms.append({"name": default_key or (broker_key if broker_key in BROKER_KEYS else name),
-                         "value": spec.format(spec.default) if default_key is None
-                         else BROKER_KEYS[default_key].format(BROKER_KEYS[default_key].default),
-                         "source": ConfigSource.DEFAULT_CONFIG})
+            synonyms.insert(0, {"name": name, "value": value, "source": ConfigSource.TOPIC_CONFIG})
         entries.append({
             "name": name, "value": value, "read_only": False, "is_default": source == ConfigSource.DEFAULT_CONFIG,
             "config_source": source, "is_sensitive": False,

@@ -70,6 +70,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "boolean": _parse_bool,
     "double": _parse_double,
     "string": lambda raw: raw.strip(),
+    # a Java class name (Kafka's ConfigDef.Type.CLASS): DescribeConfigs types it CLASS
+    "class": lambda raw: raw.strip() or None,
     "password": lambda raw: raw,
     "list": _parse_list,
 }
@@ -130,6 +132,9 @@ class ConfigKey:
     #: accepted for compatibility with Kafka's server.properties; klog ignores it.
     no_effect: bool = False
     sensitive: bool = False
+    #: internal in Kafka's ConfigDef, or not a KafkaConfig key (an authorizer's, a DynamicConfig's): accepted, but
+    #: DescribeConfigs lists it only once set, as Kafka lists only its non-internal keys and the ones supplied
+    internal: bool = False
 
     def parse(self, raw: Any) -> Any:
         """Turn a raw value (a string from a file, or an already typed value) into this key's type."""
@@ -162,7 +167,26 @@ class ConfigKey:
             return "true" if value else "false"
         if isinstance(value, list):
             return ",".join(value)
+        if isinstance(value, float):
+            return java_double(value)
         return str(value)
+
+
+def java_double(value: float) -> str:
+    """Java's ``Double.toString`` (Kafka's string form of a DOUBLE config): plain decimal with at least one
+    fractional digit for magnitudes in [1e-3, 1e7), else ``d.dddE<exp>`` (``1.7976931348623157E308``)."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(value)   # Python's shortest repr is plain decimal ("0.9", "100.0") in this range
+    import decimal
+
+    sign, digits, exponent = decimal.Decimal(repr(abs(value))).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    power = len(digits) - 1 + int(exponent)
+    return f"{'-' if value < 0 else ''}{text[0]}.{text[1:] or '0'}E{power}"
 
 
 def _k(name: str, type_: str, default: Any, doc: str, validator: Any = None, **kw: Any) -> ConfigKey:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from klog.metadata.config_keys import _KAFKA_ONLY, ConfigError, ConfigKey, _k, at_least, one_of
 
@@ -17,6 +18,19 @@ TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _NO_KERBEROS = "Kerberos (GSSAPI) is not served by klog: " + _KAFKA_ONLY
+#: Kafka's default classes of its class-typed security configs: the only values klog takes for them
+DEFAULT_PRINCIPAL_BUILDER = "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"
+DEFAULT_JWT_RETRIEVER = "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever"
+DEFAULT_JWT_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator"
+
+
+def _only(default: str) -> Callable[[Any], str | None]:
+    """A class-typed config klog has only Kafka's default of (it runs no Java plugins)."""
+    return lambda v: None if v == default else f"klog cannot load {v!r}: it runs no Java plugins (only {default})"
+
+
+def _no_plugin(value: Any) -> str | None:
+    return f"klog cannot load {value!r}: it runs no Java plugins" if value else None
 
 
 def _keystore_type(value: str) -> str | None:
@@ -72,7 +86,8 @@ SECURITY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "secure defaults"),
     _k("ssl.principal.mapping.rules", "string", "DEFAULT", "RULE:pattern/replacement/[LU] rules turning a client "
        "certificate's distinguished name into the principal's name (DEFAULT: the whole DN)"),
-    _k("ssl.engine.factory.class", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("ssl.engine.factory.class", "class", None, "an SslEngineFactory class: must be unset (klog runs no Java "
+       "plugins; klog.tls.engine chooses its TLS engine)", _no_plugin),
     _k("ssl.allow.dn.changes", "boolean", False, "true: a keystore reloaded without a restart may have a "
        "certificate of another subject (false: refused with INVALID_REQUEST)"),
     _k("ssl.allow.san.changes", "boolean", False, "true: a keystore reloaded without a restart may have a "
@@ -81,12 +96,12 @@ SECURITY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER)", _mechanisms),
     _k("sasl.jaas.config", "password", None, "JAAS login module options: PlainLoginModule's user_<name>=\"<password>\" "
        "entries are the PLAIN users; username/password are what this broker logs in with", sensitive=True),
-    _k("sasl.server.callback.handler.class", "string", None, "per mechanism: OAUTHBEARER's token validator (unset: "
+    _k("sasl.server.callback.handler.class", "class", None, "per mechanism: OAUTHBEARER's token validator (unset: "
        "Kafka's unsecured one; org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler: "
        "signed tokens checked against sasl.oauthbearer.jwks.endpoint.url)"),
-    _k("sasl.client.callback.handler.class", "string", None, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.login.class", "string", None, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.login.callback.handler.class", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.client.callback.handler.class", "class", None, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.login.class", "class", None, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.login.callback.handler.class", "class", None, _KAFKA_ONLY, no_effect=True),
     _k("sasl.server.max.receive.size", "int", 524288, "the largest SASL token a client may send before it is "
        "authenticated", at_least(1)),
     _k("sasl.kerberos.service.name", "string", None, _NO_KERBEROS, no_effect=True),
@@ -117,13 +132,17 @@ SECURITY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "for a key id the broker does not know", at_least(0)),
     _k("sasl.oauthbearer.clock.skew.seconds", "int", 30, "leeway on an OAUTHBEARER token's exp, iat and nbf",
        at_least(0)),
-    _k("sasl.oauthbearer.expected.audience", "list", None, "an OAUTHBEARER token's aud must name one of these "
+    _k("sasl.oauthbearer.expected.audience", "list", [], "an OAUTHBEARER token's aud must name one of these "
        "(unset: not checked)"),
     _k("sasl.oauthbearer.expected.issuer", "string", None, "an OAUTHBEARER token's iss must be this (unset: not "
        "checked)"),
-    _k("sasl.oauthbearer.header.urlencode", "boolean", False, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.oauthbearer.jwt.retriever.class", "string", None, _KAFKA_ONLY, no_effect=True),
-    _k("sasl.oauthbearer.jwt.validator.class", "string", None, _KAFKA_ONLY, no_effect=True),
+    _k("sasl.oauthbearer.header.urlencode", "boolean", False, _KAFKA_ONLY, no_effect=True, internal=True),
+    _k("sasl.oauthbearer.jwt.retriever.class", "class", DEFAULT_JWT_RETRIEVER, "the JwtRetriever of the broker's "
+       "own OAUTHBEARER login: only Kafka's default (" + _KAFKA_ONLY + ")", _only(DEFAULT_JWT_RETRIEVER),
+       no_effect=True),
+    _k("sasl.oauthbearer.jwt.validator.class", "class", DEFAULT_JWT_VALIDATOR, "the JwtValidator of OAUTHBEARER "
+       "tokens: only Kafka's default (klog validates them as it does, see sasl.oauthbearer.jwks.endpoint.url)",
+       _only(DEFAULT_JWT_VALIDATOR), no_effect=True),
 ]}
 
 #: the broker-wide security configs (not per listener)
@@ -138,14 +157,14 @@ BROKER_SECURITY_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "clients re-authenticate before it ends", at_least(0)),
     _k("connection.failed.authentication.delay.ms", "int", 100, "a failed login is answered after this delay "
        "(slows password guessing); it must be below connections.max.idle.ms", at_least(0)),
-    _k("principal.builder.class", "string", None, _KAFKA_ONLY + " (klog's principal builder is Kafka's default)",
-       no_effect=True),
+    _k("principal.builder.class", "class", DEFAULT_PRINCIPAL_BUILDER, "the KafkaPrincipalBuilder: only Kafka's "
+       "default, which klog's principals follow", _only(DEFAULT_PRINCIPAL_BUILDER)),
     _k("security.providers", "string", None, _KAFKA_ONLY, no_effect=True),
     _k("delegation.token.secret.key", "password", None, "the secret every node derives delegation tokens' HMACs "
        "from (the same on every node); unset: delegation tokens are disabled (DELEGATION_TOKEN_AUTH_DISABLED)",
        sensitive=True),
     _k("delegation.token.master.key", "password", None, "deprecated name of delegation.token.secret.key (used when "
-       "that one is unset)", sensitive=True),
+       "that one is unset)", sensitive=True, internal=True),
     _k("delegation.token.max.lifetime.ms", "long", 604800000, "a token's longest life: renewals never take it past "
        "its issue time plus this (a CreateDelegationToken max_lifetime_ms may only shorten it)", at_least(1)),
     _k("delegation.token.expiry.time.ms", "long", 86400000, "how long a token lives without a renewal (and the "

@@ -510,7 +510,9 @@ class ReplicaFetcher:
         self._conn = await self.owner.connector.open(
             address[0], address[1], self.leader_id,
             client_id=f"klog-replica-fetcher-{self.owner.node_id}-{self.leader_id}-{self.index}",
-            request_timeout_ms=cfg["request.timeout.ms"],
+            # Kafka's replica fetchers time out on replica.socket.timeout.ms; unset, klog's keep request.timeout.ms
+            request_timeout_ms=cfg["replica.socket.timeout.ms" if cfg.is_set("replica.socket.timeout.ms")
+                                   else "request.timeout.ms"],
             max_response_bytes=cfg["replica.fetch.response.max.bytes"] + (1 << 20),
             connect_timeout_ms=CONNECT_TIMEOUT_MS)
         return self._conn
