@@ -73,10 +73,10 @@ def broker_config_entries(node: DescribedNode, keys: list[str] | None, *, includ
                    and (v := image_configs.get((ConfigResourceType.BROKER, resource), {}).get(name)) is not None]
         if dynamic:   # a dynamic broker config: its own resource's value, else the cluster default's
             value, source, is_set = dynamic[0][0], dynamic[0][1], True
-        if spec.internal and not is_set:
-            continue   # Kafka lists its internal (and non-KafkaConfig) keys only once supplied
             if include_synonyms:
                 synonyms += [{"name": name, "value": v, "source": src} for v, src in dynamic]
+        if spec.internal and not is_set:
+            continue   # Kafka lists its internal (and non-KafkaConfig) keys only once supplied
         if include_synonyms:
             if static_set:
                 # server.properties' value, under a dynamic one that overrides it
