@@ -85,3 +85,12 @@ def test_topic_and_broker_compression_accept_kafkas_codecs_and_levels():
             validate_topic_configs({key: bad})
     assert validate_topic_configs({"compression.gzip.level": "-1", "compression.zstd.level": "-5"}) == {
         "compression.gzip.level": -1, "compression.zstd.level": -5}
+
+
+def test_an_env_config_providers_allowlist_that_is_no_regex_stops_the_start_naming_it():
+    from klog.metadata.config_providers import resolve
+
+    with pytest.raises(ConfigError, match=r"config\.providers\.env\.param\.allowlist\.pattern.*regular expression"):
+        resolve({"config.providers": "env",
+                 "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+                 "config.providers.env.param.allowlist.pattern": "(unclosed", "sasl.jaas.config": "${env:SECRET}"})

@@ -38,7 +38,8 @@ def _allowed(path: str, allowed_paths: list[str] | None) -> bool:
     return any(resolved == Path(a).resolve() or Path(a).resolve() in resolved.parents for a in allowed_paths)
 
 
-def _lookup(cls: str, params: Mapping[str, str]) -> Callable[[str | None, str], str | None]:
+def _lookup(cls: str, params: Mapping[str, str], prefix: str) -> Callable[[str | None, str], str | None]:
+    """The provider ``cls``'s lookup of (path, key) under its ``params`` (given as ``prefix`` + name)."""
     allowed = _parse_list(params["allowed.paths"]) if "allowed.paths" in params else None
 
     def file_value(path: str | None, key: str) -> str | None:
@@ -62,7 +63,10 @@ def _lookup(cls: str, params: Mapping[str, str]) -> Callable[[str | None, str], 
         except OSError:
             return None
 
-    pattern = re.compile(params.get("allowlist.pattern", ".*"))
+    try:
+        pattern = re.compile(params.get("allowlist.pattern", ".*"))
+    except re.error as exc:
+        raise ConfigError(prefix + "allowlist.pattern", f"is not a regular expression: {exc}") from None
 
     def env_value(path: str | None, key: str) -> str | None:
         if path or not pattern.fullmatch(key):
@@ -87,7 +91,8 @@ def resolve(props: Mapping[str, str]) -> dict[str, str]:
             raise ConfigError(key, f"{cls!r} is not a config provider klog has (it runs no Java plugins): "
                                    f"{', '.join(PROVIDER_CLASSES)}")
         prefix = f"config.providers.{alias}.param."
-        lookups[alias] = _lookup(cls, {k[len(prefix):]: str(v) for k, v in props.items() if k.startswith(prefix)})
+        lookups[alias] = _lookup(cls, {k[len(prefix):]: str(v) for k, v in props.items() if k.startswith(prefix)},
+                                 prefix)
 
     def substitute(match: re.Match[str]) -> str:
         lookup = lookups.get(match[1])
