@@ -282,7 +282,8 @@ class ClusterControlManager:
                                            f"{lo} and {hi}, inclusive.")
         epoch = record_offset
         registration = record(
-            "RegisterBrokerRecord", register_broker_record_version(image.metadata_version or 0), broker_id=broker_id, incarnation_id=request.incarnation_id, broker_epoch=epoch,
+            "RegisterBrokerRecord", register_broker_record_version(image.metadata_version or 0),
+            broker_id=broker_id, incarnation_id=request.incarnation_id, broker_epoch=epoch,
             end_points=[{"name": lst.name, "host": lst.host, "port": lst.port,
                          "security_protocol": lst.security_protocol} for lst in request.listeners],
             features=[{"name": f.name, "min_supported_version": f.min_supported_version,
