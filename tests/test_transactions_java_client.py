@@ -1,6 +1,6 @@
 """The Java client's transactional producer (Kafka 4.3.1, tests/java/TxnClient.java) on klog and on Apache Kafka 4.3
 from the same properties: with ``transaction.version`` 2 finalized (a new cluster's default on both) it runs
-transaction protocol v2 (Produce v12 with no AddPartitionsToTxn, EndTxn v5, TxnOffsetCommit v5 with no
+transaction protocol v2 (Produce v12+ with no AddPartitionsToTxn, EndTxn v5, TxnOffsetCommit v5 with no
 AddOffsetsToTxn) through a commit, an abort, the fencing of a zombie producer and a consume-transform-produce loop
 with sendOffsetsToTransaction; read_committed consumers then see exactly the committed records. Both brokers must
 print the same lines."""
@@ -71,14 +71,14 @@ def test_java_transactional_producer_runs_protocol_v2_as_on_kafka(kind, txn_clie
         with one_broker(kind, tmp_path, PROPERTIES) as bootstrap:
             assert _run(txn_client, bootstrap) == EXPECTED
         return
-    # klog: the same lines, and its request trace shows the producers used protocol v2's requests (Produce v12,
-    # EndTxn v5, TxnOffsetCommit v5) and never AddPartitionsToTxn or AddOffsetsToTxn: the partitions joined the
-    # transactions on the server
+    # klog: the same lines, and its request trace shows the producers used protocol v2's requests (Produce v13: v12's
+    # protocol v2 with topics by id, EndTxn v5, TxnOffsetCommit v5) and never AddPartitionsToTxn or AddOffsetsToTxn:
+    # the partitions joined the transactions on the server
     with BrokerProcess(tmp_path / "data", {**PROPERTIES, "listeners": "PLAINTEXT://127.0.0.1:0"},
                        log_level="DEBUG") as node:
         assert _run(txn_client, node.bootstrap_servers) == EXPECTED
         used = _producer_requests(node.lines)
-    assert used[0] == {12} and used[26] == {5} and used[28] == {5}
+    assert used[0] == {13} and used[26] == {5} and used[28] == {5}
     assert 24 not in used and 25 not in used
     _assert_transaction_log_is_v1(tmp_path / "data")
 
@@ -114,7 +114,7 @@ def test_java_producer_moves_from_protocol_v1_to_v2_when_the_feature_is_upgraded
         assert _run(txn_client, bootstrap) == EXPECTED
         if isinstance(started, BrokerProcess):
             v1 = _producer_requests(started.lines)
-            # (Produce v11 from the transactional producers; the plain seed producer sends v12)
+            # (Produce v11 from the transactional producers; the plain seed producer sends v13)
             assert v1[26] == {4} and 24 in v1 and 25 in v1 and 11 in v1[0], v1
             seen = len(started.lines)
         upgrade = run_kafka_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", bootstrap,
@@ -127,7 +127,7 @@ def test_java_producer_moves_from_protocol_v1_to_v2_when_the_feature_is_upgraded
         assert _run(txn_client, bootstrap) == EXPECTED
         if isinstance(started, BrokerProcess):
             v2 = _producer_requests(started.lines[seen:])
-            assert v2[0] == {12} and v2[26] == {5} and 24 not in v2 and 25 not in v2, v2
+            assert v2[0] == {13} and v2[26] == {5} and 24 not in v2 and 25 not in v2, v2
 
 
 def _producer_requests(lines: list[str]) -> dict[int, set[int]]:
