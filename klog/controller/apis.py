@@ -561,13 +561,12 @@ class ControllerApis:
         def decide(image: MetadataImage) -> ControllerResult[UnregisterBrokerResponse]:
             if broker_id not in image.brokers:
                 return ControllerResult((), not_registered(broker_id))
-            def is_active(node: int) -> bool:
-                registration = image.brokers.get(node)
-                return registration is not None and not registration.fenced \
-                    and not registration.in_controlled_shutdown
+            # the brokers that may lead: the image's live ones not shutting down (no sessions here to ask)
+            active = {b.id for b in image.live_brokers() if not b.in_controlled_shutdown}
             default_unclean = bool(self.config["unclean.leader.election.enable"])
             return ControllerResult(unregister_records(
-                image, broker_id, is_active, lambda topic: unclean_election_allowed(image, topic, default_unclean),
+                image, broker_id, active.__contains__,
+                lambda topic: unclean_election_allowed(image, topic, default_unclean),
                 int(self.config["min.insync.replicas"])),
                 unregistered())
 
