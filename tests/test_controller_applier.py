@@ -18,6 +18,7 @@ from klog.controller.applier import (
 )
 from klog.controller.partition_change import ELR_FEATURE
 from klog.metadata.features import release_features
+from klog.metadata.image import ConfigResourceType
 from klog.controller.quorum import QuorumConfig, QuorumConfigError
 from klog.metadata import MetadataLoader, control, decode_batches, record
 from klog.metadata.records import encode_batch
@@ -43,8 +44,10 @@ def test_the_bootstrap_records_establish_the_cluster_id_and_metadata_version() -
     assert a.apply(2, "data", stored(bootstrap_batch("MkU3OEVBNTcwNTJENDM2Qk"), 1)) == "MkU3OEVBNTcwNTJENDM2Qk"
     assert a.image.metadata_version == BOOTSTRAP_METADATA_VERSION
     assert a.image.features[ELR_FEATURE] == 1, "eligible leader replicas on in a new cluster (Kafka 4.1+)"
-    # Begin, metadata.version, the release's other features, End (after the LeaderChange at offset 0)
-    last = 1 + 1 + sum(1 for level in release_features(BOOTSTRAP_METADATA_VERSION).values() if level)
+    # Begin, metadata.version, the release's other features, the cluster-level min.insync.replicas (ELR on), End
+    # (after the LeaderChange at offset 0)
+    last = 1 + 1 + sum(1 for level in release_features(BOOTSTRAP_METADATA_VERSION).values() if level) + 1
+    assert a.image.configs[(ConfigResourceType.BROKER, "")] == {"min.insync.replicas": "1"}
     assert a.image.highest_offset == last and a.applied_index == 2
     assert not a.needs_bootstrap(is_leader=True, own_leader_change_applied=True), "bootstrapped once"
     assert a.apply(3, "data", stored(noop_batch(), last + 1)) is None

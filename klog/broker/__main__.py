@@ -111,7 +111,8 @@ def controller_node(config: BrokerConfig, port: Any = None, meta: Any = None) ->
     node = ControllerNode(
         quorum, meta.metadata_log_dir, meta.usable_dirs,   # a failed log dir's meta.properties is left alone
         noop_interval_ms=config["metadata.max.idle.interval.ms"],
-        snapshot_policy=SnapshotPolicy.from_config(config), port=port)
+        snapshot_policy=SnapshotPolicy.from_config(config), port=port,
+        min_insync_replicas=config["min.insync.replicas"])
     from klog.controller.listener_access import ControllerAccess
 
     # every connection's principal (ANONYMOUS on PLAINTEXT, the certificate's on SSL, the login's on SASL) is

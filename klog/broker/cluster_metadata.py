@@ -736,7 +736,8 @@ class ClusterMetadata:
         if self.image.metadata_version is None:
             # the finalized features and what klog-broker format added (--feature levels, --add-scram credentials)
             records += bootstrap_records(read_bootstrap_records(self.config["metadata.log.dir"]
-                                                                or self.config.log_dirs[0]))
+                                                                or self.config.log_dirs[0]),
+                                         static_min_insync_replicas=self.config["min.insync.replicas"])
             store = os.path.join(self.config.log_dirs[0], TOPICS_FILE)
             try:
                 migrated = topic_store_records([d for d in self.config.log_dirs

@@ -667,7 +667,8 @@ class ControllerApis:
         kraft = kraft_version(self.config)
         try:
             refusal = await self.write(lambda image: update_features(
-                updates, image, node_id=self.config.node_id, kraft_version=kraft, validate_only=validate_only))
+                updates, image, node_id=self.config.node_id, kraft_version=kraft, validate_only=validate_only,
+                static_min_insync_replicas=self.config["min.insync.replicas"]))
         except TopicError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.code, "error_message": exc.message, "results": []}
         if refusal is not None:

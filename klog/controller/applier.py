@@ -32,9 +32,11 @@ from klog.metadata import (
 )
 from klog.metadata.delta import MetadataChanges
 from klog.metadata.features import LATEST_METADATA_VERSION, release_features
-from klog.metadata.image import METADATA_VERSION_FEATURE
+from klog.metadata.image import METADATA_VERSION_FEATURE, ConfigResourceType
 from klog.metadata.records import MAX_RECORDS_PER_BATCH, decode_batches, encode_batch
 from klog.metadata.storage import kafka_uuid, random_kafka_uuid
+
+from .partition_change import ELR_FEATURE, MIN_INSYNC_REPLICAS, elr_safety_records
 
 
 __all__ = [
@@ -71,16 +73,19 @@ def new_cluster_id() -> str:
 
 
 def bootstrap_batch(cluster_id: str, *, metadata_version: int = BOOTSTRAP_METADATA_VERSION,
-                    timestamp: int | None = None, extra: Sequence[MetadataRecord] = ()) -> bytes:
+                    timestamp: int | None = None, extra: Sequence[MetadataRecord] = (),
+                    static_min_insync_replicas: int = MIN_INSYNC_REPLICAS) -> bytes:
     """The first data entry of a new quorum: one metadata transaction (``extra``: the records ``klog-broker format``
     added, e.g. ``--add-scram`` credentials)."""
-    (batch,) = bootstrap_batches(cluster_id, metadata_version=metadata_version, timestamp=timestamp, extra=extra)
+    (batch,) = bootstrap_batches(cluster_id, metadata_version=metadata_version, timestamp=timestamp, extra=extra,
+                                 static_min_insync_replicas=static_min_insync_replicas)
     return batch
 
 
 def bootstrap_batches(cluster_id: str, *, metadata_version: int = BOOTSTRAP_METADATA_VERSION,
                       timestamp: int | None = None, extra: Sequence[MetadataRecord] = (),
-                      max_records: int = MAX_RECORDS_PER_BATCH) -> list[bytes]:
+                      max_records: int = MAX_RECORDS_PER_BATCH,
+                      static_min_insync_replicas: int = MIN_INSYNC_REPLICAS) -> list[bytes]:
     """A new quorum's first data entries: one metadata transaction (Kafka's "Bootstrap records"), in as many
     batches of at most ``max_records`` as it needs (``klog-broker format --add-records`` may add a migrated single
     node's topics); the cluster id rides the BeginTransactionRecord. A leader that dies between them leaves the
@@ -88,7 +93,8 @@ def bootstrap_batches(cluster_id: str, *, metadata_version: int = BOOTSTRAP_META
     ``recordsForEmptyLog``)."""
     begin = record("BeginTransactionRecord", name=BOOTSTRAP_TRANSACTION_NAME,
                    _unknown_tags={CLUSTER_ID_TAG: cluster_id.encode()})
-    framed = [begin, *bootstrap_records(extra, metadata_version), record("EndTransactionRecord")]
+    framed = [begin, *bootstrap_records(extra, metadata_version, static_min_insync_replicas=static_min_insync_replicas),
+              record("EndTransactionRecord")]
     return [encode_batch(framed[i:i + max_records], timestamp=timestamp) for i in range(0, len(framed), max_records)]
 
 
@@ -124,16 +130,28 @@ def read_bootstrap_records(metadata_dir: str) -> list[MetadataRecord]:
 
 
 def bootstrap_records(extra: Sequence[MetadataRecord] = (),
-                      metadata_version: int = BOOTSTRAP_METADATA_VERSION) -> list[MetadataRecord]:
+                      metadata_version: int = BOOTSTRAP_METADATA_VERSION, *,
+                      static_min_insync_replicas: int = MIN_INSYNC_REPLICAS) -> list[MetadataRecord]:
     """A new cluster's first records: its finalized features (metadata.version first), then the other records
-    ``klog-broker format`` wrote (``extra``: --add-scram credentials). The features are those ``extra`` holds
-    (``klog-broker format --release-version / --feature`` writes every one), else the defaults of
-    ``metadata_version``'s release (as ``kafka-storage format`` chooses them)."""
+    ``klog-broker format`` wrote (``extra``: --add-scram credentials), then, with ELR on, the cluster-level
+    ``min.insync.replicas`` (``static_min_insync_replicas``, the writing controller's own) that Kafka's controller
+    writes into a new cluster's bootstrap transaction. The features are those ``extra`` holds (``klog-broker
+    format --release-version / --feature`` writes every one), else the defaults of ``metadata_version``'s release
+    (as ``kafka-storage format`` chooses them)."""
     chosen = {r.data.name: r.data.feature_level for r in extra if r.type == MetadataRecordType.FEATURE_LEVEL_RECORD}
     levels = chosen if METADATA_VERSION_FEATURE in chosen else release_features(metadata_version)
     features = sorted(levels.items(), key=lambda kv: (kv[0] != METADATA_VERSION_FEATURE, kv[0]))
+    others = [r for r in extra if r.type != MetadataRecordType.FEATURE_LEVEL_RECORD]
+    safety: list[MetadataRecord] = []
+    if levels.get(ELR_FEATURE, 0) >= 1:
+        broker_configs: dict[str, dict[str, str]] = {}
+        for r in others:
+            if r.type == MetadataRecordType.CONFIG_RECORD and r.data.resource_type == ConfigResourceType.BROKER \
+                    and r.data.value is not None:
+                broker_configs.setdefault(r.data.resource_name, {})[r.data.name] = r.data.value
+        safety = elr_safety_records(broker_configs, static_min_insync_replicas)
     return [*(record("FeatureLevelRecord", name=name, feature_level=level) for name, level in features if level),
-            *(r for r in extra if r.type != MetadataRecordType.FEATURE_LEVEL_RECORD)]
+            *others, *safety]
 
 
 def noop_batch(timestamp: int | None = None) -> bytes:

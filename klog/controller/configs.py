@@ -8,7 +8,9 @@ config it cannot change dynamically (an unknown one INVALID_CONFIG), except the 
 replication throttle rates (``DYNAMIC_BROKER_KEYS``) and a listener's reconfigurable TLS settings
 (``listener.name.<l>.ssl.keystore.location``, ...), kept as ConfigRecords on the broker's resource (its id, or ""
 for the cluster-wide default) as Kafka's controller keeps them. ``cordoned.log.dirs`` (KIP-1066) is per broker only
-and refused below metadata.version 4.3-IV0, as Kafka's ConfigurationControlManager refuses it.
+and refused below metadata.version 4.3-IV0, as Kafka's ConfigurationControlManager refuses it. With ELR on,
+``min.insync.replicas`` follows KIP-966's rules (:mod:`klog.controller.partition_change`): no broker-level value,
+the cluster-level one never removed, and a change clears the ELRs computed against the old value.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
 
+from .partition_change import MIN_ISR_KEY, clear_elr_records, elr_enabled, elr_min_isr_refusal
 from .result import ControllerResult
 from .topics import TopicError
 
@@ -123,6 +126,8 @@ class ConfigControlManager:
                 code, message = exc.code, exc.message
             results.append({"error_code": code, "error_message": message, "resource_type": rtype,
                             "resource_name": rname})
+        if elr_enabled(image):
+            records += clear_elr_records(records)
         return ControllerResult(() if validate_only else records, results)
 
     def _alter_topic(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage, incremental: bool
@@ -141,15 +146,25 @@ class ConfigControlManager:
 
     def _alter_broker(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage, incremental: bool
                       ) -> list[MetadataRecord]:
+        configs = list(configs)
         before, after = self.broker_configs_after(name, configs, image, incremental)
         if before.get(CORDONED_LOG_DIRS) != after.get(CORDONED_LOG_DIRS) \
                 and (image.metadata_version or 0) < MV_CORDONED_LOG_DIRS:
             # Kafka's ConfigurationControlManager.isCordonedLogDirsDisabled: any change of it, a removal too
             raise TopicError(ErrorCode.INVALID_CONFIG, f"The {CORDONED_LOG_DIRS} configuration value cannot be set "
                              f"because it requires metadata.version >= {metadata_version_name(MV_CORDONED_LOG_DIRS)}")
+        changed = {key for key in set(before) | set(after) if before.get(key) != after.get(key)}
+        if elr_enabled(image):
+            # Kafka records every key a broker change names, changed or not (KAFKA-14136), and refuses those
+            # records by ELR's min ISR rules; a cluster-level min.insync.replicas set again still clears every ELR
+            named = {item.name for item in configs}
+            if MIN_ISR_KEY in named | changed:
+                refusal = elr_min_isr_refusal(name, after.get(MIN_ISR_KEY))
+                if refusal is not None:
+                    raise TopicError(ErrorCode.INVALID_CONFIG, refusal)
+                changed.add(MIN_ISR_KEY)
         return [record("ConfigRecord", resource_type=int(ConfigResourceType.BROKER), resource_name=name, name=key,
-                       value=after.get(key))
-                for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+                       value=after.get(key)) for key in sorted(changed)]
 
     def broker_configs_after(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage,
                              incremental: bool) -> tuple[dict[str, str], dict[str, str]]:

@@ -23,10 +23,11 @@ from klog.metadata.features import (
     supported_features,
 )
 from klog.metadata.config import BrokerConfig
-from klog.metadata.image import MetadataImage
+from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
 
+from .partition_change import ELR_FEATURE, MIN_INSYNC_REPLICAS, elr_safety_records
 from .result import ControllerResult
 
 if TYPE_CHECKING:
@@ -121,8 +122,11 @@ def _check(update: FeatureUpdate, current: int, proposed: Mapping[str, int], nod
 
 
 def update_features(updates: Sequence[FeatureUpdate], image: MetadataImage, *, node_id: int, kraft_version: int,
-                    validate_only: bool) -> ControllerResult[FeatureUpdateError | None]:
-    """The FeatureLevelRecords of ``updates`` (none when ``validate_only`` or refused) and the refusal, if any."""
+                    validate_only: bool, static_min_insync_replicas: int = MIN_INSYNC_REPLICAS
+                    ) -> ControllerResult[FeatureUpdateError | None]:
+    """The FeatureLevelRecords of ``updates`` (none when ``validate_only`` or refused) and the refusal, if any.
+    An update turning ELR on is preceded by Kafka's ELR safety config records (the cluster-level
+    ``min.insync.replicas``, ``static_min_insync_replicas`` when there is none; no broker-level one)."""
     proposed = finalized_levels(image, kraft_version)
     records: list[MetadataRecord] = []
     for update in updates:
@@ -135,6 +139,10 @@ def update_features(updates: Sequence[FeatureUpdate], image: MetadataImage, *, n
         proposed[update.name] = update.level
         if update.name != KRAFT_VERSION and update.level != image.features.get(update.name, 0):
             records.append(record("FeatureLevelRecord", name=update.name, feature_level=update.level))
+    if any(update.name == ELR_FEATURE and update.level > 0 for update in updates):
+        broker_configs = {name: configs for (rtype, name), configs in image.configs.items()
+                          if rtype == ConfigResourceType.BROKER}
+        records = [*elr_safety_records(broker_configs, static_min_insync_replicas), *records]
     return ControllerResult([] if validate_only else records, None)
 
 

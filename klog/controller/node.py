@@ -38,6 +38,7 @@ from klog.controller.meta_properties import (
 from klog.controller.metadata_feed import FeedEntry, FeedRequest, FeedResponse, FeedSnapshot, MetadataFeed
 from klog.controller.quorum import QuorumConfig, Voter
 from klog.controller.observer import MetadataObserver, ObserverConfig, serve_observer
+from klog.controller.partition_change import MIN_INSYNC_REPLICAS
 from klog.controller.raft import ListenerPort, NotLeaderError, RaftDriver, RaftError
 from klog.controller.result import ControllerResult
 from klog.controller.single_voter import transaction_abort
@@ -72,10 +73,13 @@ class ControllerNode(AppliedMetadata):
 
     def __init__(self, quorum: QuorumConfig, metadata_log_dir: str, meta_dirs: list[str], *,
                  noop_interval_ms: int = 500, snapshot_policy: SnapshotPolicy | None = None,
-                 port: ListenerPort | None = None) -> None:
+                 port: ListenerPort | None = None, min_insync_replicas: int = MIN_INSYNC_REPLICAS) -> None:
         """``port``: the controller port's non-Raft connections (the node serves its observers there; its
-        controller listener, made after it, its Kafka clients); None: a port of its own."""
+        controller listener, made after it, its Kafka clients); None: a port of its own. ``min_insync_replicas``:
+        this node's static ``min.insync.replicas``, the cluster-level one it writes into a new cluster's bootstrap
+        records (ELR on)."""
         self.quorum = quorum
+        self.min_insync_replicas = min_insync_replicas
         self.partition_dir = os.path.join(metadata_log_dir, f"{METADATA_TOPIC}-{METADATA_PARTITION}")
         self.meta_dirs = list(dict.fromkeys([metadata_log_dir, *meta_dirs]))
         self.noop_interval_ms = noop_interval_ms
@@ -188,7 +192,8 @@ class ControllerNode(AppliedMetadata):
                 log.info("controller %d: leader of a new quorum: proposing the bootstrap records (cluster %s)",
                          self.quorum.node_id, cid)
                 extra = read_bootstrap_records(os.path.dirname(self.partition_dir))
-                for batch in bootstrap_batches(cid, extra=extra, max_records=self.quorum.max_records_per_batch):
+                for batch in bootstrap_batches(cid, extra=extra, max_records=self.quorum.max_records_per_batch,
+                                               static_min_insync_replicas=self.min_insync_replicas):
                     self.appends.propose_bootstrap(batch)
 
     def _activate(self, term: int) -> None:

@@ -23,15 +23,15 @@ No record when nothing changes.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from klog.metadata.image import NO_LEADER, ConfigResourceType, LeaderRecoveryState, MetadataImage, \
     PartitionRegistration, TopicImage
-from klog.metadata.records import MetadataRecord, record
+from klog.metadata.records import MetadataRecord, MetadataRecordType, record
 
-__all__ = ["ELR_FEATURE", "ELR_FEATURE_LEVEL", "MIN_INSYNC_REPLICAS", "Election", "effective_min_isr", "elr_enabled",
-           "partition_change"]
+__all__ = ["ELR_FEATURE", "ELR_FEATURE_LEVEL", "MIN_INSYNC_REPLICAS", "Election", "clear_elr_records",
+           "effective_min_isr", "elr_enabled", "elr_min_isr_refusal", "elr_safety_records", "partition_change"]
 
 #: The feature that turns eligible leader replicas on (finalized at 1 in a new cluster, as Kafka 4.1+ does).
 ELR_FEATURE = "eligible.leader.replicas.version"
@@ -52,6 +52,50 @@ class Election(enum.Enum):
 def elr_enabled(image: MetadataImage) -> bool:
     """Kafka's ``isElrEnabled``: the ELR feature is finalized at level 1 or more."""
     return image.features.get(ELR_FEATURE, 0) >= 1
+
+
+#: the config whose changes the ELR rules below watch
+MIN_ISR_KEY = "min.insync.replicas"
+
+
+def elr_safety_records(broker_configs: Mapping[str, Mapping[str, str]], static_min_insync_replicas: int
+                       ) -> list[MetadataRecord]:
+    """Kafka's ``maybeGenerateElrSafetyRecords``: the ConfigRecords that make it safe to turn ELR on (a new
+    cluster's bootstrap records, an UpdateFeatures enabling it): a cluster-level ``min.insync.replicas`` (the
+    active controller's static value) when there is none, and every broker-level one removed, so that every node
+    resolves a topic's min ISR as the controller does. ``broker_configs``: broker resource name ("" for the
+    cluster) -> its dynamic configs."""
+    out = []
+    if MIN_ISR_KEY not in broker_configs.get("", {}):
+        out.append(record("ConfigRecord", resource_type=int(ConfigResourceType.BROKER), resource_name="",
+                          name=MIN_ISR_KEY, value=str(static_min_insync_replicas)))
+    for name in sorted((n for n in broker_configs if n), key=int):
+        if MIN_ISR_KEY in broker_configs[name]:
+            out.append(record("ConfigRecord", resource_type=int(ConfigResourceType.BROKER), resource_name=name,
+                              name=MIN_ISR_KEY, value=None))
+    return out
+
+
+def elr_min_isr_refusal(broker: str, value: str | None) -> str | None:
+    """With ELR on, Kafka's ``isDisallowedBrokerMinIsrTransition``/``isDisallowedClusterMinIsrTransition``: why a
+    ConfigRecord of ``min.insync.replicas`` on broker resource ``broker`` (``value`` None: a removal) is refused
+    (INVALID_CONFIG), or None."""
+    if broker:
+        return f"Broker-level {MIN_ISR_KEY} cannot be altered while ELR is enabled."
+    if value is None:
+        return f"Cluster-level {MIN_ISR_KEY} cannot be removed while ELR is enabled."
+    return None
+
+
+def clear_elr_records(config_records: Iterable[MetadataRecord]) -> list[MetadataRecord]:
+    """Kafka's ``createClearElrRecordsAsNeeded`` (with ELR on): a ``min.insync.replicas`` change clears the ELR
+    it was computed against, a topic's its own ELRs, the cluster's every ELR (a ClearElrRecord without a topic)."""
+    out = []
+    for r in config_records:
+        if r.type == MetadataRecordType.CONFIG_RECORD and r.data.name == MIN_ISR_KEY:
+            topic = r.data.resource_name if r.data.resource_type == ConfigResourceType.TOPIC else ""
+            out.append(record("ClearElrRecord", topic_name=topic))
+    return out
 
 
 def effective_min_isr(image: MetadataImage, topic: TopicImage, default: int = MIN_INSYNC_REPLICAS) -> int:
