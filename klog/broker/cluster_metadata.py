@@ -51,6 +51,8 @@ from klog.broker.lifecycle_driver import LifecycleDriver, monotonic_ms
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
 from klog.broker.replication.throttle import broker_dynamic_config
 from klog.controller.applier import MetadataApplier, SnapshotPolicy, bootstrap_records, read_bootstrap_records
+from klog.controller.brokers import unfenced_broker_elections
+from klog.controller.partition_change import unclean_election_allowed
 from klog.controller.writer import RaftQuorumWriter
 from klog.controller.node import ControllerNode, stored_directory_id
 from klog.metadata.config import CORDONED_LOG_DIRS, cordoned_paths
@@ -767,8 +769,29 @@ class ClusterMetadata:
                 raise RuntimeError(exc.message) from None
             log.warning("not registering this start in the metadata log (the previous registration stays): %s",
                         exc.message)
+        self._lead_leaderless_partitions()
         if migrated_from is not None:
             os.replace(migrated_from, migrated_from + MIGRATED_SUFFIX)
+
+    def _lead_leaderless_partitions(self) -> None:
+        """This node is its own controller and registers unfenced: the elections Kafka's controller makes when a
+        broker is unfenced. A node that only ever ran as klog's single node leads every partition already; a data
+        dir Kafka's own combined node left (its controlled shutdown leaves its partitions without a leader, this
+        node in their ELR) is led again."""
+        unclean_default = self.config["unclean.leader.election.enable"]
+        elections = unfenced_broker_elections(
+            self.image, self.node_id, lambda broker: broker == self.node_id,
+            lambda topic: unclean_election_allowed(self.image, topic, unclean_default),
+            self.config["min.insync.replicas"])
+        if not elections:
+            return
+        try:
+            self._commit(elections)
+        except TopicError as exc:
+            log.warning("could not elect this node leader of the %d partitions without a leader: %s",
+                        len(elections), exc.message)
+            return
+        log.info("elected this node leader of %d partitions that had no leader", len(elections))
 
     def _registration(self, endpoints: Mapping[str, tuple[str, int]], broker_epoch: int,
                       incarnation_id: uuid.UUID | None = None) -> MetadataRecord:

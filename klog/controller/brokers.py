@@ -99,6 +99,7 @@ __all__ = [
     "LifecycleResult",
     "leader_and_isr_changes",
     "not_registered",
+    "unfenced_broker_elections",
     "unregister_records",
     "unregistered",
 ]
@@ -452,10 +453,8 @@ class ClusterControlManager:
                               fenced=UNFENCE)]
         else:
             records = [record("UnfenceBrokerRecord", id=broker_id, epoch=epoch)]
-        records += leader_and_isr_changes(image, self._is_active_in(image), self._unclean_for(image),
-                                          _without_leader(image), add=broker_id,
-                                          min_insync_replicas=self.min_insync_replicas)
-        return records
+        return records + unfenced_broker_elections(image, broker_id, self._is_active_in(image),
+                                                   self._unclean_for(image), self.min_insync_replicas)
 
     def _controlled_shutdown_records(self, broker_id: int, epoch: int, image: MetadataImage
                                      ) -> list[MetadataRecord]:
@@ -544,6 +543,15 @@ def _with_in_isr_or_elr(image: MetadataImage, broker_id: int
         for pid, p in t.partitions.items():
             if broker_id in p.isr or broker_id in p.elr:
                 yield t, pid, p
+
+
+def unfenced_broker_elections(image: MetadataImage, broker_id: int, is_active: Callable[[int], bool],
+                              unclean: Callable[[str], bool], min_insync_replicas: int = MIN_INSYNC_REPLICAS
+                              ) -> list[MetadataRecord]:
+    """Kafka's ``handleBrokerUnfenced`` elections: ``broker_id`` leads the partitions without a leader that it
+    may lead (in their ISR or ELR, or their last known leader), even while the image still shows it fenced."""
+    return leader_and_isr_changes(image, is_active, unclean, _without_leader(image), add=broker_id,
+                                  min_insync_replicas=min_insync_replicas)
 
 
 def _without_leader(image: MetadataImage) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:

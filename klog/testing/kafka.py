@@ -31,7 +31,7 @@ from klog.testing.process import stop_process
 if TYPE_CHECKING:
     from klog.testing.process import BrokerProcess
 
-__all__ = ["apache_kafka", "answers_api_versions", "Bootstrap", "find_kafka_libs", "free_port", "KafkaCluster",
+__all__ = ["apache_kafka", "apache_kafka_again", "answers_api_versions", "Bootstrap", "find_kafka_libs", "free_port", "KafkaCluster",
            "KafkaStartError", "one_broker", "one_broker_node", "read_properties", "sasl_plain_authorizer_properties"]
 
 #: How long a freshly formatted single-node broker may take to answer ApiVersions on a loaded 2-core machine.
@@ -255,7 +255,15 @@ def apache_kafka(
     if fmt.returncode != 0:
         raise KafkaStartError(f"kafka-storage format failed: {fmt.stdout}\n{fmt.stderr}")
 
-    stdout = open(base / "kafka.stdout", "wb")
+    with _serving(jvm, heap, props_file, port, startup_timeout) as bootstrap:
+        yield bootstrap
+
+
+@contextlib.contextmanager
+def _serving(jvm: list[str], heap: str, props_file: Path, port: int, startup_timeout: float) -> Iterator[Bootstrap]:
+    """A Kafka process on ``props_file`` (its logs beside it), serving on ``port`` until the context exits."""
+    base = props_file.parent
+    stdout = open(base / "kafka.stdout", "ab")
     proc = _spawn_kafka(jvm, heap, props_file, stdout)
     try:
         _await_serving(proc, port, startup_timeout, base, "Apache Kafka")
@@ -265,6 +273,25 @@ def apache_kafka(
     finally:
         stop_process(proc, SHUTDOWN_TIMEOUT_S)
         stdout.close()
+
+
+@contextlib.contextmanager
+def apache_kafka_again(tmp_dir: str | os.PathLike[str], *, libs: str | os.PathLike[str] | None = None,
+                       heap: str = "1G", startup_timeout: float = STARTUP_TIMEOUT_S) -> Iterator[Bootstrap]:
+    """Start Apache Kafka again, unformatted, on the server.properties and data an :func:`apache_kafka` context on
+    ``tmp_dir`` left (whatever ran on them meanwhile): its bootstrap string, as :func:`apache_kafka`'s."""
+    java = shutil.which("java")
+    if java is None:
+        raise KafkaStartError("java not found on PATH (Apache Kafka 4.x needs Java 17+)")
+    base = Path(tmp_dir)
+    props_file = base / "server.properties"
+    listeners = read_properties(props_file)["listeners"]
+    port = int(listeners.split(",")[0].rsplit(":", 1)[1])
+    libs_dir = Path(libs) if libs is not None else find_kafka_libs()
+    jvm = [java, f"-Dlog4j2.configurationFile={base / 'log4j2.properties'}", "-Djava.awt.headless=true", "-cp",
+           f"{libs_dir}/*"]
+    with _serving(jvm, heap, props_file, port, startup_timeout) as bootstrap:
+        yield bootstrap
 
 
 @contextlib.contextmanager

@@ -30,7 +30,11 @@ fn render<I: IntoIterator<Item = String>>(lines: I, count: usize) -> String {
 fn parse(path: &Path, text: &str, fields: usize) -> StorageResult<Vec<Vec<String>>> {
     let bad = |line: usize, why: String| StorageError::corrupt(path, line as u64, format!("line {line}: {why}"));
     let mut lines = text.lines();
-    let version = lines.next().ok_or_else(|| bad(1, "missing version".into()))?;
+    // An empty file holds no entries (Kafka's CheckpointFile reads it so; its log cleaner writes one before its
+    // first clean).
+    let Some(version) = lines.next() else {
+        return Ok(Vec::new());
+    };
     if version.trim() != CHECKPOINT_VERSION.to_string() {
         return Err(bad(1, format!("unsupported version {version:?}")));
     }
@@ -134,6 +138,20 @@ mod tests {
         // A forged count is an error, not an allocation of that many entries (was: capacity overflow panic).
         fs::write(&p, "0\n99999999999999999\norders 0 42\n").unwrap();
         assert!(read_offsets(&p).unwrap_err().to_string().contains("count says 99999999999999999"));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_empty_checkpoint_file_holds_no_entries_as_kafka_reads_it() {
+        // Kafka's log cleaner leaves an empty cleaner-offset-checkpoint before its first clean
+        let dir = std::env::temp_dir().join(format!("klog-ckpt-empty-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("cleaner-offset-checkpoint");
+        fs::write(&p, "").unwrap();
+        assert!(read_offsets(&p).unwrap().is_empty());
+        assert!(read_epochs(&p).unwrap().is_empty());
+        fs::write(&p, "\n").unwrap();   // a line that is there but blank is still no version
+        assert!(read_offsets(&p).unwrap_err().to_string().contains("unsupported version"));
         fs::remove_dir_all(&dir).unwrap();
     }
 }

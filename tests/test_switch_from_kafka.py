@@ -1,0 +1,132 @@
+"""A Kafka team switches to klog and back without losing anything: an Apache Kafka 4.3.1 combined node's
+server.properties and data dir (its metadata log and snapshot, its partitions, ``__consumer_offsets``,
+``__transaction_state``, its checkpoints and clean-shutdown file) are started as they are by ``klog-broker``, which
+serves every topic, config, record, committed group offset and transactional id Kafka left; and Kafka, started
+again on the same files after klog wrote to them, serves klog's writes as its own.
+
+Kafka's controlled shutdown leaves its partitions without a leader (its only broker fenced, kept in their ELR);
+klog's single node, its own controller, registers unfenced and makes the elections Kafka's controller makes when a
+broker is unfenced."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # noqa: E402
+
+from klog.testing.kafka import apache_kafka, apache_kafka_again, find_kafka_libs, free_port, read_properties  # noqa: E402
+from klog.testing.process import BrokerProcess  # noqa: E402
+
+pytestmark = pytest.mark.java
+
+TOPIC = "orders"
+PARTITIONS = 3
+GROUP = "billing"
+TXN_ID = "orders-writer"
+
+
+def _read_committed(bootstrap: str) -> list[tuple[int, bytes | None, bytes | None, list[Any]]]:
+    """Every record a read_committed consumer reads from the start (partition, key, value, headers), once no new
+    record came for 4 s."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    records: list[tuple[int, bytes | None, bytes | None, list[Any]]] = []
+    deadline, last = time.monotonic() + 60, time.monotonic()
+    try:
+        while time.monotonic() < deadline and (not records or time.monotonic() - last < 4):
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            records.append((message.partition(), message.key(), message.value(), message.headers() or []))
+            last = time.monotonic()
+    finally:
+        consumer.close()
+    return records
+
+
+def _group_offsets(bootstrap: str) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+    try:
+        return [tp.offset for tp in consumer.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], 30)]
+    finally:
+        consumer.close()
+
+
+def _retention_ms(bootstrap: str) -> str:
+    resource = ConfigResource("TOPIC", TOPIC)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return admin.describe_configs([resource])[resource].result(30)["retention.ms"].value
+
+
+def _transaction(bootstrap: str, values: list[bytes], *, commit: bool) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": TXN_ID})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for value in values:
+        producer.produce(TOPIC, value, partition=0)
+    if commit:
+        producer.commit_transaction(30)
+    else:
+        producer.abort_transaction(30)
+
+
+def _kafka_writes(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, config={"retention.ms": "86400000"})])[TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(300):
+        producer.produce(TOPIC, f"order-{i}".encode(), key=str(i).encode(), partition=i % PARTITIONS,
+                         headers=[("source", b"kafka")])
+    producer.flush(30)
+    _transaction(bootstrap, [b"kafka-committed"], commit=True)
+    _transaction(bootstrap, [b"kafka-aborted"], commit=False)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(TOPIC, 0, 40), TopicPartition(TOPIC, 1, 70)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_klog_serves_a_kafka_nodes_data_dir_and_kafka_serves_it_back(tmp_path: Path) -> None:
+    find_kafka_libs()
+    with apache_kafka(tmp_path, free_port()) as bootstrap:
+        _kafka_writes(bootstrap)
+        on_kafka = _read_committed(bootstrap)
+        assert _group_offsets(bootstrap) == [40, 70, -1001]
+    values = [value for _, _, value, _ in on_kafka]
+    assert len(on_kafka) == 301 and b"kafka-committed" in values and b"kafka-aborted" not in values
+
+    properties = read_properties(tmp_path / "server.properties")
+    overrides = {"listeners": properties["listeners"], "log.dirs": properties["log.dirs"]}
+    with BrokerProcess(properties["log.dirs"], overrides, properties_file=tmp_path / "server.properties") as klog:
+        assert not [line for line in klog.lines if "WARNING" in line or "ERROR" in line], klog.lines
+        served = f"127.0.0.1:{klog.port}"
+        assert sorted(_read_committed(served), key=repr) == sorted(on_kafka, key=repr)
+        assert _group_offsets(served) == [40, 70, -1001]
+        assert _retention_ms(served) == "86400000"
+        # the transactional id Kafka left: initialized again (its epoch bumped), then used
+        _transaction(served, [b"klog-committed"], commit=True)
+        _transaction(served, [b"klog-aborted"], commit=False)
+        producer = Producer({"bootstrap.servers": served})
+        for i in range(30):
+            producer.produce(TOPIC, f"klog-{i}".encode(), partition=1)
+        producer.flush(30)
+        on_klog = _read_committed(served)
+    klog_values = [value for _, _, value, _ in on_klog]
+    assert len(on_klog) == 301 + 1 + 30 and b"klog-committed" in klog_values and b"klog-aborted" not in klog_values
+
+    with apache_kafka_again(tmp_path) as bootstrap:
+        assert sorted(_read_committed(bootstrap), key=repr) == sorted(on_klog, key=repr)
+        assert _group_offsets(bootstrap) == [40, 70, -1001]
+        assert _retention_ms(bootstrap) == "86400000"
+        _transaction(bootstrap, [b"kafka-again"], commit=True)   # the id's state klog wrote, read by Kafka
+        assert b"kafka-again" in [value for _, _, value, _ in _read_committed(bootstrap)]
