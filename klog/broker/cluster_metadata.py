@@ -574,15 +574,15 @@ class ClusterMetadata:
         ``Partition.createLogInAssignedDirectoryId`` and ``LogManager.getOrCreateLog``: (partition -> its log dir,
         the partitions whose log is not made at all). A log goes to the dir AlterReplicaLogDirs named for it before
         it existed, else to the dir the partition's record names for this broker's replica when that is one of its
-        online log dirs, else to the online dir holding the fewest partitions (then told to the controller). While a
-        log dir of this broker is offline, a replica the records place in a dir that is not one of its online dirs
-        (the offline one may hold its log) gets no log and is not served, as on Kafka (a replica UNASSIGNED is made
-        as usual), nor does one whose AlterReplicaLogDirs dir is offline (``warn``: say so in the log)."""
+        online log dirs, else to the online dir, not cordoned, holding the fewest partitions (the native LogManager's
+        choice, then told to the controller). While a log dir of this broker is offline, a replica the records place
+        in a dir that is not one of its online dirs (the offline one may hold its log) gets no log and is not served,
+        as on Kafka (a replica UNASSIGNED is made as usual), nor does one whose AlterReplicaLogDirs dir is offline
+        (``warn``: say so in the log)."""
         offline = self.partitions.offline_dirs
         online = {i: d for d, i in self.dir_ids.items() if d not in offline and not _reserved_directory_id(i)}
         dirs: dict[int, str] = {}
         skipped: set[int] = set()
-        planned: dict[str, int] = {}   # new logs per dir so far, so that a topic's partitions spread
         for p, r in topic.partitions.items():
             if self.node_id not in r.replicas or self.partitions.log_manager.get(name, p) is not None:
                 continue   # its log exists (loaded at the start, or made for an image not published yet)
@@ -594,7 +594,7 @@ class ClusterMetadata:
                     or (topic.id, p) in self._held_at_start:
                 skipped.add(p)
                 continue
-            chosen = self.partitions.placement(name, p, online.get(assigned), planned)
+            chosen = self.partitions.placement(name, p, online.get(assigned))
             if chosen is not None and chosen in offline:
                 skipped.add(p)
             elif chosen is not None:
