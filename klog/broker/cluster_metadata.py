@@ -702,6 +702,16 @@ class ClusterMetadata:
                                                     monotonic_ms()):
                 self._lifecycle_driver.poke()
 
+    def own_node_if_all_dirs_cordoned(self, image: MetadataImage) -> tuple[int, ...]:
+        """A single voter's part of Kafka's ``BrokerRegistration.hasUncordonedDirs``, which its registration (no log
+        dirs: partition records name none) cannot answer: (this node,) while every online log dir of it is
+        cordoned, from metadata.version 4.3-IV0 (before it, Kafka's brokers do not report cordoned dirs); else ()."""
+        if (image.metadata_version or 0) < MV_CORDONED_LOG_DIRS or not self.partitions.cordoned_dirs:
+            return ()
+        online = [d for d in self.partitions.log_dirs if d not in self.partitions.offline_dirs]
+        cordoned = all(os.path.abspath(d) in self.partitions.cordoned_dirs for d in online)
+        return (self.node_id,) if cordoned else ()
+
     def _first_image_published(self) -> None:
         """A quorum member's broker asks to be unfenced once its first image is published (Kafka's broker waits
         for it before it sets itself ready to unfence)."""
