@@ -18,7 +18,7 @@ from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
 from klog.testing import kafka_tools as kt
 from klog.testing.cluster import CLUSTER_TIMING
-from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port
+from klog.testing.kafka import apache_kafka, find_kafka_libs, free_port, one_broker
 from klog.testing.process import BrokerProcess, broker_command
 from klog.testing.wire import WireClient
 
@@ -29,8 +29,9 @@ pytestmark = [pytest.mark.java, pytest.mark.timeout(420)]
 KINDS = ["klog", pytest.param("kafka", marks=pytest.mark.long)]
 PROPERTIES = {**CLUSTER_TIMING, "offsets.topic.num.partitions": 1}
 CORDONED = "cordoned.log.dirs"
-ALL_CORDONED = ("Unable to replicate the partition 1 time(s): All brokers are currently fenced, or have all their log "
-                "directories cordoned.")
+#: Kafka's StripedReplicaPlacer, which CreatePartitions answers as it is and CreateTopics after its own words
+NO_USABLE_BROKER = "All brokers are currently fenced, or have all their log directories cordoned."
+ALL_CORDONED = f"Unable to replicate the partition 1 time(s): {NO_USABLE_BROKER}"
 BELOW_4_3 = "The cordoned.log.dirs configuration value cannot be set because it requires metadata.version >= 4.3-IV0"
 
 
@@ -214,3 +215,82 @@ def test_describe_configs_lists_the_dynamic_value_over_server_properties(kind, t
             assert _alter(wire, "1", b) == (0, None)
             assert _eventually(lambda: described(wire), lambda got: got[0] == b) == (
                 b, False, 2, 7, [(b, 2), (a, 4), ("", 5)])
+
+
+def _create(wire: WireClient, topic: str, partitions: int, *, validate_only: bool = False) -> tuple[int, str | None]:
+    """CreateTopics v7 of ``topic`` (``partitions`` partitions, one replica): (error code, message)."""
+    answer = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+        {"name": topic, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout_ms": 30000, "validate_only": validate_only}).topics[0]
+    return answer.error_code, answer.error_message
+
+
+def _grow(wire: WireClient, topic: str, count: int, *, validate_only: bool = False) -> tuple[int, str | None]:
+    """CreatePartitions v3: ``topic`` to ``count`` partitions: (error code, message)."""
+    answer = wire.request(ApiKey.CREATE_PARTITIONS, 3, {"topics": [
+        {"name": topic, "count": count, "assignments": None}], "timeout_ms": 30000,
+        "validate_only": validate_only}).results[0]
+    return answer.error_code, answer.error_message
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_lone_node_with_every_dir_cordoned_places_no_new_partition_on_itself(kind, tmp_path):
+    """One node started with no more than its properties (klog: a single node without ``process.roles``, its own
+    single voter; Kafka: one combined broker,controller node), log.dirs=a,b, both cordoned in server.properties:
+    CreateTopics is refused INVALID_REPLICATION_FACTOR with Kafka's words (validate_only too). With b uncordoned
+    (IncrementalAlterConfigs) a topic is created in b; with both cordoned again, CreatePartitions is refused
+    INVALID_REPLICATION_FACTOR too, with the placer's words alone."""
+    a, b = str(tmp_path / "dir-a"), str(tmp_path / "dir-b")
+    properties = {"log.dirs": f"{a},{b}", CORDONED: f"{a},{b}", "offsets.topic.num.partitions": 1,
+                  "broker.heartbeat.interval.ms": CLUSTER_TIMING["broker.heartbeat.interval.ms"]}
+    with one_broker(kind, tmp_path / "node", properties) as bootstrap:
+        host, port = bootstrap.split(":")
+        with WireClient(host, int(port)) as wire:
+            node = str(wire.request(ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                                          "include_topic_authorized_operations": False}
+                                    ).brokers[0].node_id)
+            assert _eventually(lambda: _cordoned(wire), lambda got: all(got.values())) == {
+                os.path.realpath(a): True, os.path.realpath(b): True}
+            # the controller learns the cordoned dirs from the broker's heartbeat on Kafka
+            checked = _eventually(lambda: _create(wire, "nowhere", 1, validate_only=True), lambda got: got[0] != 0)
+            assert checked == (ErrorCode.INVALID_REPLICATION_FACTOR, ALL_CORDONED)
+            assert _create(wire, "nowhere", 1) == (ErrorCode.INVALID_REPLICATION_FACTOR, ALL_CORDONED)
+            assert _alter(wire, node, a) == (0, None)
+            assert _eventually(lambda: _create(wire, "spread", 2, validate_only=True), lambda got: got[0] == 0) \
+                == (0, None)
+            assert _create(wire, "spread", 2) == (0, None)
+            assert placed([a, b], "spread", 2) == {0: b, 1: b}
+            assert _alter(wire, node, f"{a},{b}") == (0, None)
+            checked = _eventually(lambda: _grow(wire, "spread", 3, validate_only=True), lambda got: got[0] != 0)
+            assert checked == (ErrorCode.INVALID_REPLICATION_FACTOR, NO_USABLE_BROKER)
+            assert _grow(wire, "spread", 3) == (ErrorCode.INVALID_REPLICATION_FACTOR, NO_USABLE_BROKER)
+
+
+VIA_CONTROLLERS = ("When updating cordoned.log.dirs via controllers,  the new value must be a subset of the current "
+                   "configuration value.")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_controller_listener_may_uncordon_dirs_but_cordon_none(kind, tmp_path):
+    """IncrementalAlterConfigs sent to the controller listener (``kafka-configs --bootstrap-controller``) rather than
+    forwarded by a broker: the controller cannot check a value against the broker's log.dirs, so a new non-blank
+    cordoned.log.dirs must name only entries of the current dynamic value (Kafka's INVALID_CONFIG otherwise); a
+    blank value and a DELETE pass. Through the broker the same values pass its own log.dirs check."""
+    a, b = str(tmp_path / "node-1-a"), str(tmp_path / "node-1-b")
+    cluster = open_cluster(kind, tmp_path / "cluster", 1, PROPERTIES, f"{a},{b}")
+    with cluster:
+        cluster.wait_for_brokers()
+        (controller,) = cluster.controller_ids
+        with WireClient("127.0.0.1", cluster.controller_ports[controller]) as on_controller, \
+                cluster.wire(1) as on_broker:
+            assert _alter(on_controller, "1", a) == (ErrorCode.INVALID_CONFIG, VIA_CONTROLLERS)
+            assert _alter(on_broker, "1", f"{a}, {b}") == (0, None)
+            assert _alter(on_controller, "1", f"{b},{a}") == (0, None)
+            assert _alter(on_controller, "1", a) == (0, None)
+            assert _alter(on_controller, "1", f"{a},{b}") == (ErrorCode.INVALID_CONFIG, VIA_CONTROLLERS)
+            assert _alter(on_controller, "1", "*") == (ErrorCode.INVALID_CONFIG, VIA_CONTROLLERS)
+            assert _alter(on_controller, "1", " ") == (0, None)
+            assert _alter(on_controller, "1", None) == (0, None)
+            assert _alter(on_broker, "1", "*") == (0, None)
+            assert _alter(on_controller, "1", a) == (ErrorCode.INVALID_CONFIG, VIA_CONTROLLERS)
+            assert _alter(on_controller, "1", "*") == (0, None)

@@ -288,7 +288,8 @@ async def serve(config: BrokerConfig) -> None:
                 assert listener is not None and parts.controller_apis is not None
                 listener.accept_forwarded(CONTROLLER_API_VERSIONS, parts.controller_apis.handle,
                                           parts.controller_apis.handle_enveloped,
-                                          answered_here=CONTROLLER_ONLY_API_VERSIONS)
+                                          answered_here=CONTROLLER_ONLY_API_VERSIONS,
+                                          decide_direct=parts.controller_apis.handle_direct)
                 # the active controller removes expired delegation tokens (a broker's server runs the same check)
                 background.append(asyncio.ensure_future(parts.controller_apis.expire_tokens_forever()))
         if server is not None:
@@ -303,7 +304,8 @@ async def serve(config: BrokerConfig) -> None:
                 assert listener is not None
                 listener.accept_forwarded(CONTROLLER_API_VERSIONS, server.state.controller_apis.handle,
                                           server.state.controller_apis.handle_enveloped,
-                                          answered_here=CONTROLLER_ONLY_API_VERSIONS)
+                                          answered_here=CONTROLLER_ONLY_API_VERSIONS,
+                                          decide_direct=server.state.controller_apis.handle_direct)
 
     try:
         # A quorum member may wait long to start (for a leader, to be unfenced): SIGTERM stops that wait too.

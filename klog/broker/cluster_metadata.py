@@ -576,15 +576,15 @@ class ClusterMetadata:
         ``Partition.createLogInAssignedDirectoryId`` and ``LogManager.getOrCreateLog``: (partition -> its log dir,
         the partitions whose log is not made at all). A log goes to the dir AlterReplicaLogDirs named for it before
         it existed, else to the dir the partition's record names for this broker's replica when that is one of its
-        online log dirs, else to the online dir holding the fewest partitions (then told to the controller). While a
-        log dir of this broker is offline, a replica the records place in a dir that is not one of its online dirs
-        (the offline one may hold its log) gets no log and is not served, as on Kafka (a replica UNASSIGNED is made
-        as usual), nor does one whose AlterReplicaLogDirs dir is offline (``warn``: say so in the log)."""
+        online log dirs, else to the online dir, not cordoned, holding the fewest partitions (the native LogManager's
+        choice, then told to the controller). While a log dir of this broker is offline, a replica the records place
+        in a dir that is not one of its online dirs (the offline one may hold its log) gets no log and is not served,
+        as on Kafka (a replica UNASSIGNED is made as usual), nor does one whose AlterReplicaLogDirs dir is offline
+        (``warn``: say so in the log)."""
         offline = self.partitions.offline_dirs
         online = {i: d for d, i in self.dir_ids.items() if d not in offline and not _reserved_directory_id(i)}
         dirs: dict[int, str] = {}
         skipped: set[int] = set()
-        planned: dict[str, int] = {}   # new logs per dir so far, so that a topic's partitions spread
         for p, r in topic.partitions.items():
             if self.node_id not in r.replicas or self.partitions.log_manager.get(name, p) is not None:
                 continue   # its log exists (loaded at the start, or made for an image not published yet)
@@ -596,7 +596,7 @@ class ClusterMetadata:
                     or (topic.id, p) in self._held_at_start:
                 skipped.add(p)
                 continue
-            chosen = self.partitions.placement(name, p, online.get(assigned), planned)
+            chosen = self.partitions.placement(name, p, online.get(assigned))
             if chosen is not None and chosen in offline:
                 skipped.add(p)
             elif chosen is not None:
@@ -703,6 +703,16 @@ class ClusterMetadata:
             if self.lifecycle.set_cordoned_log_dirs([i for d, i in self.dir_ids.items() if d in paths],
                                                     monotonic_ms()):
                 self._lifecycle_driver.poke()
+
+    def own_node_if_all_dirs_cordoned(self, image: MetadataImage) -> tuple[int, ...]:
+        """A single voter's part of Kafka's ``BrokerRegistration.hasUncordonedDirs``, which its registration (no log
+        dirs: partition records name none) cannot answer: (this node,) while every online log dir of it is
+        cordoned, from metadata.version 4.3-IV0 (before it, Kafka's brokers do not report cordoned dirs); else ()."""
+        if (image.metadata_version or 0) < MV_CORDONED_LOG_DIRS or not self.partitions.cordoned_dirs:
+            return ()
+        online = [d for d in self.partitions.log_dirs if d not in self.partitions.offline_dirs]
+        cordoned = all(os.path.abspath(d) in self.partitions.cordoned_dirs for d in online)
+        return (self.node_id,) if cordoned else ()
 
     def _first_image_published(self) -> None:
         """A quorum member's broker asks to be unfenced once its first image is published (Kafka's broker waits

@@ -274,7 +274,8 @@ class BrokerState:
         #: committed through this node's metadata: called in process while this node is the active controller (or
         #: a single voter), else forwarded
         self.controller_apis = ControllerApis(
-            self.metadata, config, decisions=getattr(controller, "decisions", None))
+            self.metadata, config, decisions=getattr(controller, "decisions", None),
+            cordoned_outside_image=self.metadata.own_node_if_all_dirs_cordoned if controller is None else None)
         #: a single voter's producer ids, from blocks its controller commits
         self.local_producer_ids = LocalProducerIdManager(self._allocate_producer_id_block)
         #: the authorization hook (authorizer.class.name set), None: every request is allowed

@@ -123,9 +123,6 @@ class PartitionManager:
         #: (topic, partition) -> the log dir AlterReplicaLogDirs named for a replica this broker does not hold
         #: yet: its log is made there when it arrives (Kafka's ``LogManager.preferredLogDirs``; kept in memory)
         self.preferred_dirs: dict[tuple[str, int], str] = {}
-        #: the cordoned log dirs (cordoned.log.dirs, KIP-1066; absolute paths): no new log is made in them unless the
-        #: cluster metadata or AlterReplicaLogDirs names one (the metadata publisher keeps it current)
-        self.cordoned_dirs: frozenset[str] = cordoned_paths(config[CORDONED_LOG_DIRS], config.configured_log_dirs)
         #: offline log dirs -> the error that took each offline (kept in step with the native LogManager)
         self.offline_dirs: dict[str, str] = {}
         #: called on the event loop with the offline dirs each time more go offline (a quorum member reports them to
@@ -156,6 +153,8 @@ class PartitionManager:
                                               # still opens the others
                                               **({"offline_dirs": self.failed_log_dirs} if self.failed_log_dirs
                                                  else {}))
+        self._cordoned_dirs: frozenset[str] = frozenset()
+        self.cordoned_dirs = cordoned_paths(config[CORDONED_LOG_DIRS], config.configured_log_dirs)
         self.descriptors = DescriptorBudget(open_files_limit(), self.log_manager.open_segment_files[0],
                                             config["socket.listen.backlog.size"])
         #: klog.max.partitions.per.broker (explicit, or derived from the descriptor budget)
@@ -269,8 +268,8 @@ class PartitionManager:
         """The file-system part of opening a partition (directory, first segment). Thread-safe: the native
         LogManager locks, and this touches no Python state of the manager but ``preferred_dirs``. ``leader``: this
         broker leads it (a follower's epochs come with the leader's batches, never from its own log end).
-        ``log_dir``: the log dir a new log is made in (see :meth:`placement`; None: the online dir holding the
-        fewest partitions); an existing log stays where it is."""
+        ``log_dir``: the log dir a new log is made in (see :meth:`placement`; None: the native LogManager's choice);
+        an existing log stays where it is."""
         key = (topic, partition)
         if log_dir is not None and self.log_manager.get(topic, partition) is None:
             log_ = self.log_manager.create(topic, partition, log_config, log_dir=log_dir)
@@ -287,37 +286,25 @@ class PartitionManager:
             log_.assign_epoch_start(leader_epoch)
         return log_   # opened with HW = log end; the replica manager sets it once the image says who leads
 
-    def placement(self, topic: str, partition: int, assigned: str | None, planned: dict[str, int] | None = None
-                  ) -> str | None:
+    @property
+    def cordoned_dirs(self) -> frozenset[str]:
+        """The cordoned log dirs (cordoned.log.dirs, KIP-1066; absolute paths): the native LogManager makes no new
+        log in them unless the cluster metadata or AlterReplicaLogDirs names one, or every online dir is cordoned
+        (the metadata publisher keeps it current)."""
+        return self._cordoned_dirs
+
+    @cordoned_dirs.setter
+    def cordoned_dirs(self, paths: frozenset[str]) -> None:
+        self.log_manager.set_cordoned_dirs([d for d in self.log_dirs if os.path.abspath(d) in paths])
+        self._cordoned_dirs = paths
+
+    def placement(self, topic: str, partition: int, assigned: str | None) -> str | None:
         """The log dir a new log of ``topic``-``partition`` is made in (Kafka's ``LogManager.getOrCreateLog``): the
         one AlterReplicaLogDirs named before this broker held the replica (``preferred_dirs``), else ``assigned``
         (the online log dir the cluster metadata names for the replica, None: UNASSIGNED or not one of this
-        broker's online dirs), else the online dir that is not cordoned holding the fewest partitions (None: the online
-        dir holding the fewest partitions, which the native LogManager picks)."""
-        chosen = self.preferred_dirs.get((topic, partition), assigned)
-        if chosen is None and self.cordoned_dirs:
-            chosen = self._least_loaded_uncordoned_dir(planned if planned is not None else {})
-        return chosen
-
-    def _least_loaded_uncordoned_dir(self, planned: dict[str, int]) -> str | None:
-        """Kafka's ``LogManager.nextLogDirs`` without the cordoned dirs: the online, not cordoned log dir holding the
-        fewest partitions. ``planned``: dir -> partitions it holds, counting those chosen by earlier calls with the
-        same dict (filled from the open logs by the first one), so one image's new partitions spread. None: every
-        online dir is cordoned, the log is then made as usual."""
-        candidates = [d for d in self.log_dirs if d not in self.offline_dirs and os.path.abspath(d) not in
-                      self.cordoned_dirs]
-        if not candidates:
-            return None
-        if not planned:
-            by_path = {os.path.realpath(d): d for d in self.log_dirs}
-            planned.update(dict.fromkeys(self.log_dirs, 0))
-            for _, log_ in self.logs():
-                held = by_path.get(os.path.realpath(os.path.dirname(log_.dir)))
-                if held is not None:
-                    planned[held] += 1
-        best = min(candidates, key=lambda d: planned.get(d, 0))
-        planned[best] = planned.get(best, 0) + 1
-        return best
+        broker's online dirs); None: the native LogManager picks the online dir that is not cordoned holding the
+        fewest partitions."""
+        return self.preferred_dirs.get((topic, partition), assigned)
 
     def create_logs(self, topic: str, partitions: Iterable[tuple[int, int]], overrides: Mapping[str, str],
                     followed: frozenset[int] | set[int] = frozenset(),
@@ -327,8 +314,8 @@ class PartitionManager:
         disk full) what was made is removed and CreationFailed(KAFKA_STORAGE_ERROR) raised. For a worker thread:
         the metadata publisher makes the directories and files there before it publishes the image
         (:meth:`apply_topic` then opens them), so the event loop is not blocked by thousands of mkdir/open
-        calls. ``log_dirs``: partition -> the log dir its log is made in (:meth:`placement`; the others: the online
-        dir holding the fewest partitions)."""
+        calls. ``log_dirs``: partition -> the log dir its log is made in (:meth:`placement`; the others: the native
+        LogManager's choice)."""
         log_config = self._log_config(self._effective(dict(overrides)))
         wanted = sorted(partitions)
         made = 0

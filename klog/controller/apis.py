@@ -32,7 +32,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar, Union, cast
 
 from klog.controller import acls
@@ -260,12 +260,14 @@ class ControllerApis:
     """``config``: the node's configuration (broker defaults for new topics and configs, min.insync.replicas,
     unclean.leader.election.enable)."""
 
-    def __init__(self, quorum: QuorumWriter, config: BrokerConfig, *, decisions: asyncio.Lock | None = None) -> None:
+    def __init__(self, quorum: QuorumWriter, config: BrokerConfig, *, decisions: asyncio.Lock | None = None,
+                 cordoned_outside_image: Callable[[MetadataImage], Collection[int]] | None = None) -> None:
         """``decisions``: the lock of the node's other writers (a quorum member's ``ControllerNode.decisions``,
-        shared with its BrokerLifecycleService), None: a lock of its own (a single voter)."""
+        shared with its BrokerLifecycleService), None: a lock of its own (a single voter).
+        ``cordoned_outside_image``: see :class:`TopicControlManager` (a single voter's own node)."""
         self.quorum = quorum
         self.config = config
-        self.topics = TopicControlManager(config)
+        self.topics = TopicControlManager(config, cordoned_outside_image=cordoned_outside_image)
         self.configs = ConfigControlManager(config, config.node_id)
         #: the write path: one decision at a time, each decided on the image with the previous one's records
         self.writer = MetadataWriter(quorum, decisions)
@@ -282,17 +284,19 @@ class ControllerApis:
                ) -> Awaitable[ControllerResponse]:
         """A request sent to the controller listener without an envelope (``header``: its decoded request header;
         ``request``: the decoded body of the API ``header`` names, of the type each method below takes; ``peer``:
-        unused): decided as ``User:ANONYMOUS``'s where a principal matters (delegation tokens)."""
-        return self._decide(header, request, ANONYMOUS)
+        unused): decided as ``User:ANONYMOUS``'s where a principal matters (delegation tokens), and as a request no
+        broker forwarded (``kafka-configs --bootstrap-controller``)."""
+        return self._decide(header, request, ANONYMOUS, forwarded=False)
 
     async def handle_enveloped(self, header: RequestHeader, request: ControllerRequest, principal: KafkaPrincipal,
-                               host: str) -> ControllerResponse:
+                               host: str, *, forwarded: bool = True) -> ControllerResponse:
         """A request a broker forwarded in an EnvelopeRequest (KIP-590): authorized as ``principal`` from ``host``
         (the client's, as the envelope names them) with this node's authorizer on the committed image, as Kafka's
-        controller does, then decided; the delegation-token APIs are decided for ``principal``."""
+        controller does, then decided; the delegation-token APIs are decided for ``principal``. ``forwarded``:
+        see :meth:`_decide`."""
         api_key = int(header.api_key)
         if api_key in (38, 39, 40) or self.authorizer is None:
-            return await self._decide(header, request, principal)
+            return await self._decide(header, request, principal, forwarded=forwarded)
         authorizer = self.authorizer
 
         def check(operation: int, resource_type: int, name: str, count: bool) -> bool:
@@ -308,10 +312,18 @@ class ControllerApis:
             return self.describe_configs(cast("DescribeConfigsRequest", request), lambda resource: config_denial(
                 requester, resource, AclOperation.DESCRIBE_CONFIGS))
         return await guard(api_key, requester, cast("GuardedRequest", request),
-                           lambda allowed: self._decide(header, allowed, principal))
+                           lambda allowed: self._decide(header, allowed, principal, forwarded=forwarded))
 
-    def _decide(self, header: RequestHeader, request: ControllerRequest, principal: KafkaPrincipal
-                ) -> Awaitable[ControllerResponse]:
+    def handle_direct(self, header: RequestHeader, request: ControllerRequest, principal: KafkaPrincipal,
+                      host: str) -> Awaitable[ControllerResponse]:
+        """An admin request a client sent to the controller listener itself (``--bootstrap-controller``),
+        authorized as its sender: :meth:`handle_enveloped`, decided as a request no broker forwarded."""
+        return self.handle_enveloped(header, request, principal, host, forwarded=False)
+
+    def _decide(self, header: RequestHeader, request: ControllerRequest, principal: KafkaPrincipal, *,
+                forwarded: bool = True) -> Awaitable[ControllerResponse]:
+        """``forwarded``: a broker passed the request on (it checked it first), False: a client sent it to the
+        controller listener itself."""
         api_key, version = int(header.api_key), int(header.api_version)
         if api_key == 19:
             return self.create_topics(cast("CreateTopicsRequest", request), version, header.client_id, principal)
@@ -322,14 +334,14 @@ class ControllerApis:
         if api_key == 31:
             return self.delete_acls(cast("DeleteAclsRequest", request))
         if api_key == 33:
-            return self.alter_configs(cast("AlterConfigsRequest", request))
+            return self.alter_configs(cast("AlterConfigsRequest", request), forwarded=forwarded)
         if api_key == 37:
             return self.create_partitions(cast("CreatePartitionsRequest", request), version, header.client_id,
                                           principal)
         if api_key == 43:
             return self.elect_leaders(cast("ElectLeadersRequest", request), version)
         if api_key == 44:
-            return self.incremental_alter_configs(cast("IncrementalAlterConfigsRequest", request))
+            return self.incremental_alter_configs(cast("IncrementalAlterConfigsRequest", request), forwarded=forwarded)
         if api_key == 45:
             return self.alter_partition_reassignments(cast("AlterPartitionReassignmentsRequest", request), version)
         if api_key == 46:
@@ -418,31 +430,34 @@ class ControllerApis:
 
     # ---- configs -------------------------------------------------------------------------------------
 
-    async def alter_configs(self, request: AlterConfigsRequest) -> AlterConfigsResponse:
-        """AlterConfigs replaces a resource's overrides."""
-        responses = await self._alter_configs(request.resources, bool(request.validate_only), incremental=False)
+    async def alter_configs(self, request: AlterConfigsRequest, *, forwarded: bool = True) -> AlterConfigsResponse:
+        """AlterConfigs replaces a resource's overrides (``forwarded``: see :meth:`_decide`)."""
+        responses = await self._alter_configs(request.resources, bool(request.validate_only), incremental=False,
+                                              forwarded=forwarded)
         return {"throttle_time_ms": 0, "responses": responses}
 
-    async def incremental_alter_configs(self, request: IncrementalAlterConfigsRequest
+    async def incremental_alter_configs(self, request: IncrementalAlterConfigsRequest, *, forwarded: bool = True
                                         ) -> IncrementalAlterConfigsResponse:
-        """IncrementalAlterConfigs edits a resource's overrides. A BROKER_LOGGER resource (``kafka-configs
-        --bootstrap-controller``, KIP-919) changes this node's log levels, as Kafka's ControllerApis does with its
-        RuntimeLoggerManager: answered here, not written to the metadata log."""
+        """IncrementalAlterConfigs edits a resource's overrides (``forwarded``: see :meth:`_decide`). A BROKER_LOGGER
+        resource (``kafka-configs --bootstrap-controller``, KIP-919) changes this node's log levels, as Kafka's
+        ControllerApis does with its RuntimeLoggerManager: answered here, not written to the metadata log."""
         validate_only = bool(request.validate_only)
         loggers = {index: runtime_loggers.answer_changes(self.config.node_id, resource, validate_only)
                    for index, resource in enumerate(request.resources)
                    if resource.resource_type == ConfigResourceType.BROKER_LOGGER}
         rest = [resource for index, resource in enumerate(request.resources) if index not in loggers]
-        responses = await self._alter_configs(rest, validate_only, incremental=True) if rest or not loggers else []
+        responses = await self._alter_configs(rest, validate_only, incremental=True, forwarded=forwarded) \
+            if rest or not loggers else []
         if loggers:
             responses = runtime_loggers.in_request_order(request.resources, loggers, responses)
         return {"throttle_time_ms": 0, "responses": responses}
 
     async def _alter_configs(self, resources: Sequence[AlterConfigsRequestResource]
                              | Sequence[IncrementalAlterConfigsRequestAlterConfigsResource], validate_only: bool, *,
-                             incremental: bool) -> list[AlterConfigsResponseResourceResponse]:
+                             incremental: bool, forwarded: bool) -> list[AlterConfigsResponseResourceResponse]:
         return await self._write(lambda image: self.configs.alter_configs(
-            resources, image, now_ms(), incremental=incremental, validate_only=validate_only), _items)
+            resources, image, now_ms(), incremental=incremental, validate_only=validate_only, forwarded=forwarded),
+            _items)
 
     # ---- ACLs ----------------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ the cluster-level one never removed, and a change clears the ELRs computed again
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, TypeGuard, Union
 
@@ -95,16 +96,35 @@ _STATIC_BROKER_CONFIGS = (
     "ssl.truststore.*")
 
 
+#: how Kafka's ConfigurationControlManager splits a LIST value (COMMA_WITH_WHITESPACE)
+_COMMA_WITH_WHITESPACE = re.compile(r"\s*,\s*")
+#: Kafka's ConfigurationControlManager.INVALID_CORDONED_LOG_DIRS_ERROR (its two spaces included)
+_CORDONED_VIA_CONTROLLERS = (f"When updating {CORDONED_LOG_DIRS} via controllers,  the new value must be a subset of "
+                             "the current configuration value.")
+
+
+def _cordoned_subset(new: str | None, current: str | None) -> bool:
+    """Kafka's ConfigurationControlManager.isCordonedLogDirsInvalid, negated, for a request no broker forwarded
+    (a broker checks the value against its own log.dirs, which the controller does not know): a new non-blank
+    ``cordoned.log.dirs`` names only entries of the current dynamic value (none: no entries), so that the
+    controller listener can uncordon dirs but not cordon others."""
+    if new is None or not new.strip():
+        return True
+    current_entries = _COMMA_WITH_WHITESPACE.split(current.strip()) if current is not None else []
+    return set(_COMMA_WITH_WHITESPACE.split(new.strip())) <= set(current_entries)
+
+
 class ConfigControlManager:
     def __init__(self, config: BrokerConfig, node_id: int) -> None:
         self.config = config
         self.node_id = node_id
 
     def alter_configs(self, resources: Iterable[AlterableResource], image: MetadataImage, now_ms: int, *,
-                      incremental: bool, validate_only: bool
+                      incremental: bool, validate_only: bool, forwarded: bool = True
                       ) -> ControllerResult[list[AlterConfigsResponseResourceResponse]]:
-        """``resources``: the request's (resource_type, resource_name, configs) items. Results: error_code,
-        error_message, resource_type, resource_name per resource."""
+        """``resources``: the request's (resource_type, resource_name, configs) items; ``forwarded``: a broker passed
+        the request on, False: a client sent it to the controller listener. Results: error_code, error_message,
+        resource_type, resource_name per resource."""
         records: list[MetadataRecord] = []
         results: list[AlterConfigsResponseResourceResponse] = []
         for resource in resources:
@@ -115,7 +135,7 @@ class ConfigControlManager:
                 if rtype == ConfigResourceType.TOPIC:
                     records += self._alter_topic(rname, resource.configs, image, incremental)
                 elif rtype == ConfigResourceType.BROKER:
-                    records += self._alter_broker(rname, resource.configs, image, incremental)
+                    records += self._alter_broker(rname, resource.configs, image, incremental, forwarded)
                 elif rtype == ConfigResourceType.CLIENT_METRICS:
                     records += self._alter_client_metrics(rname, resource.configs, image, incremental)
                 elif rtype == ConfigResourceType.GROUP:
@@ -144,8 +164,8 @@ class ConfigControlManager:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         return topic_config_records(name, before, after)
 
-    def _alter_broker(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage, incremental: bool
-                      ) -> list[MetadataRecord]:
+    def _alter_broker(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage, incremental: bool,
+                      forwarded: bool = True) -> list[MetadataRecord]:
         configs = list(configs)
         before, after = self.broker_configs_after(name, configs, image, incremental)
         if before.get(CORDONED_LOG_DIRS) != after.get(CORDONED_LOG_DIRS) \
@@ -153,6 +173,8 @@ class ConfigControlManager:
             # Kafka's ConfigurationControlManager.isCordonedLogDirsDisabled: any change of it, a removal too
             raise TopicError(ErrorCode.INVALID_CONFIG, f"The {CORDONED_LOG_DIRS} configuration value cannot be set "
                              f"because it requires metadata.version >= {metadata_version_name(MV_CORDONED_LOG_DIRS)}")
+        if not forwarded and not _cordoned_subset(after.get(CORDONED_LOG_DIRS), before.get(CORDONED_LOG_DIRS)):
+            raise TopicError(ErrorCode.INVALID_CONFIG, _CORDONED_VIA_CONTROLLERS)
         changed = {key for key in set(before) | set(after) if before.get(key) != after.get(key)}
         if elr_enabled(image):
             # Kafka records every key a broker change names, changed or not (KAFKA-14136), and refuses those

@@ -421,13 +421,16 @@ class ControllerListener:
         #: those answered here only)
         self._direct: Mapping[int, tuple[int, int]] = {}
         self._decide_enveloped: EnvelopedDecider | None = None
+        #: the decider of those sent here directly (None: ``_decide_enveloped``)
+        self._decide_direct: EnvelopedDecider | None = None
         if port is not None:
             port.serve_kafka(self.serve)
 
     def accept_forwarded(self, versions: Mapping[int, tuple[int, int]],
                          decide: Callable[[RequestHeader, Any, object], Awaitable[Any]],
                          decide_enveloped: EnvelopedDecider | None = None, *,
-                         answered_here: Mapping[int, tuple[int, int]] | None = None) -> None:
+                         answered_here: Mapping[int, tuple[int, int]] | None = None,
+                         decide_direct: EnvelopedDecider | None = None) -> None:
         """Serve the requests brokers forward to the active controller (``versions``: api key -> (min, max)) with
         ``decide(header, request, peer)``: :meth:`klog.controller.apis.ControllerApis.handle`, which answers
         NOT_CONTROLLER on every item when this node does not lead the quorum (the forwarding broker then tries the
@@ -437,7 +440,9 @@ class ControllerListener:
         principal, host)``: the decider of those a broker wraps in an EnvelopeRequest (served once given):
         :meth:`klog.controller.apis.ControllerApis.handle_enveloped`. ``answered_here``: the APIs the same deciders
         answer for clients of this listener only (never forwarded by a broker, so never in an envelope: Kafka's
-        controller-only DescribeConfigs, klog.controller.apis.CONTROLLER_ONLY_API_VERSIONS)."""
+        controller-only DescribeConfigs, klog.controller.apis.CONTROLLER_ONLY_API_VERSIONS). ``decide_direct``: the
+        decider of those a client sends here itself, authorized as its sender
+        (:meth:`klog.controller.apis.ControllerApis.handle_direct`; None: ``decide_enveloped``)."""
         assert self._decide_forwarded is None, "the forwarded requests have one decider"
         self.apis.update(versions)
         self.apis.update(answered_here or {})
@@ -447,6 +452,7 @@ class ControllerListener:
         if decide_enveloped is not None:
             self.apis[ENVELOPE_API_KEY] = ENVELOPE_VERSIONS
             self._decide_enveloped = decide_enveloped
+        self._decide_direct = decide_direct
 
     def status(self) -> QuorumStatus | None:
         status = quorum_status(self.driver, self.listener_name)
@@ -575,11 +581,11 @@ class ControllerListener:
                 refused = access.token_refusal(api_key, request, principal, host)
                 if refused is not None:
                     return refused
-            if api_key in self._direct and api_key not in CLUSTER_OPERATION_NEEDED \
-                    and self._decide_enveloped is not None:
+            decide_direct = self._decide_direct or self._decide_enveloped
+            if api_key in self._direct and api_key not in CLUSTER_OPERATION_NEEDED and decide_direct is not None:
                 # an admin request sent here directly: authorized as its sender, with the ACLs Kafka checks for it
                 assert header is not None, "a forwarded request is decided with its header"
-                return self._decide_enveloped(header, request, principal, host)
+                return decide_direct(header, request, principal, host)
             needed = CLUSTER_OPERATION_NEEDED.get(api_key, AclOperation.CLUSTER_ACTION)
             if needed is not None and not access.may(principal, host, needed):
                 access.refuse_unauthorized(principal, address, f"api {api_key} v{version}", needed)

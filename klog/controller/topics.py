@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,6 +50,7 @@ __all__ = [
     "TOPIC_NAME_MAX_LENGTH",
     "CreatedTopic",
     "TopicControlManager",
+    "PlacementError",
     "TopicError",
     "is_internal",
     "place_replicas",
@@ -93,6 +94,11 @@ class TopicError(Exception):
         self.message = message
 
 
+class PlacementError(TopicError):
+    """Kafka's InvalidReplicationFactorException out of its ReplicaPlacer: CreatePartitions answers its message as it
+    is, CreateTopics after "Unable to replicate the partition N time(s): " (ReplicationControlManager.createTopic)."""
+
+
 def is_internal(name: str) -> bool:
     return name in INTERNAL_TOPICS
 
@@ -126,14 +132,12 @@ def place_replicas(brokers: list[int], first_partition: int, count: int, replica
         raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                          "Replication factor must be larger than 0, or -1 to use the default value.")
     if not brokers:   # Kafka's StripedReplicaPlacer: no usable broker at all
-        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                         f"Unable to replicate the partition {replication_factor} time(s): All brokers are currently "
-                         "fenced, or have all their log directories cordoned.")
+        raise PlacementError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             "All brokers are currently fenced, or have all their log directories cordoned.")
     if replication_factor > len(brokers):
-        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                         f"Unable to replicate the partition {replication_factor} time(s): The target "
-                         f"replication factor of {replication_factor} cannot be reached because only "
-                         f"{len(brokers)} broker(s) are registered.")
+        raise PlacementError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"The target replication factor of {replication_factor} cannot be reached because only "
+                             f"{len(brokers)} broker(s) are registered.")
     by_rack: dict[str, list[int]] = {}
     for b in sorted(brokers):
         rack = (racks or {}).get(b)
@@ -216,9 +220,13 @@ class TopicControlManager:
 
     def __init__(self, config: BrokerConfig, new_topic_id: Callable[[], uuid.UUID] = random_kafka_uuid, *,
                  max_replication_factor: int = MAX_REPLICATION_FACTOR,
-                 max_partitions_per_cluster: int = MAX_PARTITIONS_PER_CLUSTER) -> None:
+                 max_partitions_per_cluster: int = MAX_PARTITIONS_PER_CLUSTER,
+                 cordoned_outside_image: Callable[[MetadataImage], Collection[int]] | None = None) -> None:
+        """``cordoned_outside_image``: the brokers whose log dirs are all cordoned though their registration cannot
+        say so (a single voter's own node registers no log dirs); None: none."""
         assert max_partitions_per_cluster >= 1, max_partitions_per_cluster
         self.config = config
+        self.cordoned_outside_image = cordoned_outside_image
         self.max_partitions_per_cluster = max_partitions_per_cluster
         self.new_topic_id = new_topic_id
         #: replicas per partition at most (placement itself stripes any number over the brokers)
@@ -230,10 +238,10 @@ class TopicControlManager:
         them)."""
         return [b.id for b in image.live_brokers() if not b.in_controlled_shutdown]
 
-    @staticmethod
-    def _uncordoned(image: MetadataImage, brokers: list[int]) -> list[int]:
+    def _uncordoned(self, image: MetadataImage, brokers: list[int]) -> list[int]:
         """Kafka's usable brokers for placement: those with a log dir that is not cordoned (KIP-1066)."""
-        return [b for b in brokers if image.brokers[b].has_uncordoned_dirs()]
+        elsewhere = self.cordoned_outside_image(image) if self.cordoned_outside_image is not None else ()
+        return [b for b in brokers if image.brokers[b].has_uncordoned_dirs() and b not in elsewhere]
 
     @staticmethod
     def _racks(image: MetadataImage) -> dict[int, str | None]:
@@ -345,8 +353,11 @@ class TopicControlManager:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS,
                                  f"Number of partitions {partitions} exceeds klog's limit "
                                  f"{MAX_PARTITIONS_PER_TOPIC}.")
-            assignment = place_replicas(self._uncordoned(image, brokers), 0, partitions, rf, self._racks(image),
-                                        start=len(image.topics_by_name) + len(created))
+            try:
+                assignment = place_replicas(self._uncordoned(image, brokers), 0, partitions, rf, self._racks(image),
+                                            start=len(image.topics_by_name) + len(created))
+            except PlacementError as exc:
+                raise TopicError(exc.code, f"Unable to replicate the partition {rf} time(s): {exc.message}") from None
         self._check_replication(assignment)
         nulls = [k for k, v in (item.configs or {}).items() if v is None]
         if nulls:   # Kafka's ReplicationControlManager

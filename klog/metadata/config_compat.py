@@ -44,65 +44,65 @@ def _no_effect(kafka_doc: str) -> str:
 _JAVA_CLASS = "klog runs no Java plugins; remove the setting"
 _TIERED = "klog has no tiered storage"
 
-KAFKA_COMPAT_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
+#: a row of a key klog takes with Kafka's type, default and validator and ignores: (name, type, default, what Kafka
+#: does with it, validator)
+_NoEffectRow = tuple[str, str, Any, str, Callable[[Any], str | None] | None]
+
+
+def _key(row: ConfigKey | _NoEffectRow) -> ConfigKey:
+    """A row of the table below: a key of its own, or a key with no effect in klog (a password one is sensitive)."""
+    if isinstance(row, ConfigKey):
+        return row
+    name, type_, default, kafka_doc, validator = row
+    return _k(name, type_, default, _no_effect(kafka_doc), validator, no_effect=True, sensitive=type_ == "password")
+
+
+_TABLE: list[ConfigKey | _NoEffectRow] = [
     # tiered storage (KIP-405): klog keeps every segment locally; turning it on is refused
     _k("remote.log.storage.system.enable", "boolean", False, "tiered storage: must stay false (" + _TIERED + ")",
        _unsupported(_TIERED)),
-    _k("remote.log.storage.manager.impl.prefix", "string", "rsm.config.", _no_effect(
-       "prefix of the properties passed to the RemoteStorageManager"), _non_empty, no_effect=True),
-    _k("remote.log.metadata.manager.impl.prefix", "string", "rlmm.config.", _no_effect(
-       "prefix of the properties passed to the RemoteLogMetadataManager"), _non_empty, no_effect=True),
-    _k("remote.log.storage.manager.class.name", "string", None, _no_effect(
-       "the RemoteStorageManager implementation"), _non_empty, no_effect=True),
-    _k("remote.log.storage.manager.class.path", "string", None, _no_effect(
-       "class path of the RemoteStorageManager implementation"), no_effect=True),
-    _k("remote.log.metadata.manager.class.name", "string",
-       "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager", _no_effect(
-           "the RemoteLogMetadataManager implementation"), _non_empty, no_effect=True),
-    _k("remote.log.metadata.manager.class.path", "string", None, _no_effect(
-       "class path of the RemoteLogMetadataManager implementation"), no_effect=True),
-    _k("remote.log.metadata.manager.listener.name", "string", None, _no_effect(
-       "listener the RemoteLogMetadataManager connects to"), _non_empty, no_effect=True),
-    _k("remote.log.metadata.custom.metadata.max.bytes", "int", 128, _no_effect(
-       "largest custom metadata a remote storage plugin may return"), at_least(0), no_effect=True),
-    _k("remote.log.index.file.cache.total.size.bytes", "long", 1073741824, _no_effect(
-       "local space for index files fetched from remote storage"), at_least(1), no_effect=True),
-    _k("remote.log.manager.thread.pool.size", "int", 2, _no_effect("remote log manager threads"), at_least(1),
-       no_effect=True),
-    _k("remote.log.manager.copier.thread.pool.size", "int", 10, _no_effect("threads copying segments to remote "
-       "storage"), at_least(1), no_effect=True),
-    _k("remote.log.manager.expiration.thread.pool.size", "int", 10, _no_effect("threads deleting expired remote "
-       "segments"), at_least(1), no_effect=True),
-    _k("remote.log.manager.follower.thread.pool.size", "int", 2, _no_effect("threads reading followers' highest "
-       "uploaded remote offsets"), at_least(1), no_effect=True),
-    _k("remote.log.manager.task.interval.ms", "long", 30000, _no_effect("interval of the remote log manager's "
-       "tasks"), at_least(1), no_effect=True),
-    _k("remote.log.reader.threads", "int", 10, _no_effect("threads serving remote log reads"), at_least(1),
-       no_effect=True),
-    _k("remote.log.reader.max.pending.tasks", "int", 100, _no_effect("queue of the remote log readers"),
-       at_least(1), no_effect=True),
-    _k("log.local.retention.ms", "long", -2, _no_effect("default of the topic config local.retention.ms"),
-       at_least(-2), no_effect=True),
-    _k("log.local.retention.bytes", "long", -2, _no_effect("default of the topic config local.retention.bytes"),
-       at_least(-2), no_effect=True),
-    _k("remote.log.manager.copy.max.bytes.per.second", "long", LONG_MAX, _no_effect("remote copy quota"),
-       at_least(1), no_effect=True),
-    _k("remote.log.manager.copy.quota.window.num", "int", 11, _no_effect("samples of the remote copy quota"),
-       at_least(1), no_effect=True),
-    _k("remote.log.manager.copy.quota.window.size.seconds", "int", 1, _no_effect("sample span of the remote copy "
-       "quota"), at_least(1), no_effect=True),
-    _k("remote.log.manager.fetch.max.bytes.per.second", "long", LONG_MAX, _no_effect("remote fetch quota"),
-       at_least(1), no_effect=True),
-    _k("remote.log.manager.fetch.quota.window.num", "int", 11, _no_effect("samples of the remote fetch quota"),
-       at_least(1), no_effect=True),
-    _k("remote.log.manager.fetch.quota.window.size.seconds", "int", 1, _no_effect("sample span of the remote "
-       "fetch quota"), at_least(1), no_effect=True),
-    _k("remote.fetch.max.wait.ms", "int", 500, _no_effect("longest wait of a fetch of remote partitions"),
-       at_least(1), no_effect=True),
-    _k("remote.list.offsets.request.timeout.ms", "long", 30000, _no_effect("timeout of a remote ListOffsets"),
-       at_least(1), no_effect=True),
-    _k("follower.fetch.last.tiered.offset.enable", "boolean", False, _no_effect("an empty follower starts after "
-       "the last tiered offset (without tiered storage there is none)"), no_effect=True),
+    ("remote.log.storage.manager.impl.prefix", "string", "rsm.config.", "prefix of the properties passed to the "
+     "RemoteStorageManager", _non_empty),
+    ("remote.log.metadata.manager.impl.prefix", "string", "rlmm.config.", "prefix of the properties passed to the "
+     "RemoteLogMetadataManager", _non_empty),
+    ("remote.log.storage.manager.class.name", "string", None, "the RemoteStorageManager implementation", _non_empty),
+    ("remote.log.storage.manager.class.path", "string", None, "class path of the RemoteStorageManager "
+     "implementation", None),
+    ("remote.log.metadata.manager.class.name", "string",
+     "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager",
+     "the RemoteLogMetadataManager implementation", _non_empty),
+    ("remote.log.metadata.manager.class.path", "string", None, "class path of the RemoteLogMetadataManager "
+     "implementation", None),
+    ("remote.log.metadata.manager.listener.name", "string", None, "listener the RemoteLogMetadataManager connects "
+     "to", _non_empty),
+    ("remote.log.metadata.custom.metadata.max.bytes", "int", 128, "largest custom metadata a remote storage plugin may "
+     "return", at_least(0)),
+    ("remote.log.index.file.cache.total.size.bytes", "long", 1073741824, "local space for index files fetched from "
+     "remote storage", at_least(1)),
+    ("remote.log.manager.thread.pool.size", "int", 2, "remote log manager threads", at_least(1)),
+    ("remote.log.manager.copier.thread.pool.size", "int", 10, "threads copying segments to remote "
+     "storage", at_least(1)),
+    ("remote.log.manager.expiration.thread.pool.size", "int", 10, "threads deleting expired remote "
+     "segments", at_least(1)),
+    ("remote.log.manager.follower.thread.pool.size", "int", 2, "threads reading followers' highest uploaded remote "
+     "offsets", at_least(1)),
+    ("remote.log.manager.task.interval.ms", "long", 30000, "interval of the remote log manager's tasks", at_least(1)),
+    ("remote.log.reader.threads", "int", 10, "threads serving remote log reads", at_least(1)),
+    ("remote.log.reader.max.pending.tasks", "int", 100, "queue of the remote log readers", at_least(1)),
+    ("log.local.retention.ms", "long", -2, "default of the topic config local.retention.ms", at_least(-2)),
+    ("log.local.retention.bytes", "long", -2, "default of the topic config local.retention.bytes", at_least(-2)),
+    ("remote.log.manager.copy.max.bytes.per.second", "long", LONG_MAX, "remote copy quota", at_least(1)),
+    ("remote.log.manager.copy.quota.window.num", "int", 11, "samples of the remote copy quota", at_least(1)),
+    ("remote.log.manager.copy.quota.window.size.seconds", "int", 1, "sample span of the remote copy "
+     "quota", at_least(1)),
+    ("remote.log.manager.fetch.max.bytes.per.second", "long", LONG_MAX, "remote fetch quota", at_least(1)),
+    ("remote.log.manager.fetch.quota.window.num", "int", 11, "samples of the remote fetch quota", at_least(1)),
+    ("remote.log.manager.fetch.quota.window.size.seconds", "int", 1, "sample span of the remote fetch "
+     "quota", at_least(1)),
+    ("remote.fetch.max.wait.ms", "int", 500, "longest wait of a fetch of remote partitions", at_least(1)),
+    ("remote.list.offsets.request.timeout.ms", "long", 30000, "timeout of a remote ListOffsets", at_least(1)),
+    ("follower.fetch.last.tiered.offset.enable", "boolean", False, "an empty follower starts after the last tiered "
+     "offset (without tiered storage there is none)", None),
     # Java plugins: only their defaults (none, or Kafka's built-in one) are accepted
     _k("create.topic.policy.class.name", "class", None, "a CreateTopicPolicy class: must be unset (" + _JAVA_CLASS
        + ")", _unsupported(_JAVA_CLASS)),
@@ -115,13 +115,11 @@ KAFKA_COMPAT_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        _unsupported(_JAVA_CLASS, lambda v: set(v) <= {JMX_REPORTER})),
     _k("kafka.metrics.reporters", "list", [], "Yammer metrics reporter classes: must be empty (" + _JAVA_CLASS + ")",
        _unsupported(_JAVA_CLASS)),
-    _k("kafka.metrics.polling.interval.secs", "int", 10, _no_effect("polling interval of kafka.metrics.reporters"),
-       at_least(1), no_effect=True),
-    _k("metrics.num.samples", "int", 2, _no_effect("samples of Kafka's metrics"), at_least(1), no_effect=True),
-    _k("metrics.sample.window.ms", "long", 30000, _no_effect("window of a sample of Kafka's metrics"),
-       at_least(1), no_effect=True),
-    _k("metrics.recording.level", "string", "INFO", _no_effect("highest recording level of Kafka's metrics: INFO, "
-       "DEBUG or TRACE"), one_of("INFO", "DEBUG", "TRACE", case_insensitive=True), no_effect=True),
+    ("kafka.metrics.polling.interval.secs", "int", 10, "polling interval of kafka.metrics.reporters", at_least(1)),
+    ("metrics.num.samples", "int", 2, "samples of Kafka's metrics", at_least(1)),
+    ("metrics.sample.window.ms", "long", 30000, "window of a sample of Kafka's metrics", at_least(1)),
+    ("metrics.recording.level", "string", "INFO", "highest recording level of Kafka's metrics: INFO, DEBUG or "
+     "TRACE", one_of("INFO", "DEBUG", "TRACE", case_insensitive=True)),
     # KIP-297/KIP-887 config providers (klog.metadata.config_providers resolves their references)
     _k("config.providers", "list", [], "ConfigProvider aliases: config.providers.<alias>.class names Kafka's "
        "FileConfigProvider, DirectoryConfigProvider or EnvVarConfigProvider (any other class refuses the start), "
@@ -132,89 +130,69 @@ KAFKA_COMPAT_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("controller.quorum.auto.join.enable", "boolean", False, "KIP-853 auto-join of a controller: must stay "
        "false (a klog controller formatted --no-initial-controllers joins through kafka-metadata-quorum "
        "add-controller)", _unsupported("klog controllers do not join the quorum by themselves")),
-    _k("controller.quorum.fetch.max.bytes", "int", 1048576, _no_effect("bytes of one Raft Fetch"), at_least(1),
-       no_effect=True),
-    _k("controller.quorum.fetch.snapshot.max.bytes", "int", 1048576, _no_effect("bytes of one FetchSnapshot"),
-       at_least(1), no_effect=True),
-    _k("controller.socket.timeout.ms", "int", 30000, _no_effect("socket timeout of controller-to-broker channels"),
-       no_effect=True),
-    _k("initial.broker.registration.timeout.ms", "int", 60000, _no_effect("how long a starting broker tries to "
-       "register"), no_effect=True),
-    _k("controlled.shutdown.enable", "boolean", True, _no_effect("controlled shutdown (a klog broker of a quorum "
-       "always shuts down controlled, bounded by broker.session.timeout.ms)"), no_effect=True),
-    _k("early.start.listeners", "list", None, _no_effect("listeners started before the authorizer is ready (klog "
-       "starts every listener once the metadata is loaded); each must be a listener"), no_effect=True),
-    _k("log.dir.failure.timeout.ms", "long", 30000, _no_effect("how long a broker may fail to report a failed log "
-       "dir"), at_least(1), no_effect=True),
-    _k("num.replica.alter.log.dirs.threads", "int", None, _no_effect("threads moving replicas between log dirs "
-       "(klog copies on worker threads, bounded by replica.alter.log.dirs.io.max.bytes.per.second)"),
-       no_effect=True),
+    ("controller.quorum.fetch.max.bytes", "int", 1048576, "bytes of one Raft Fetch", at_least(1)),
+    ("controller.quorum.fetch.snapshot.max.bytes", "int", 1048576, "bytes of one FetchSnapshot", at_least(1)),
+    ("controller.socket.timeout.ms", "int", 30000, "socket timeout of controller-to-broker channels", None),
+    ("initial.broker.registration.timeout.ms", "int", 60000, "how long a starting broker tries to register", None),
+    ("controlled.shutdown.enable", "boolean", True, "controlled shutdown (a klog broker of a quorum always shuts down "
+     "controlled, bounded by broker.session.timeout.ms)", None),
+    ("early.start.listeners", "list", None, "listeners started before the authorizer is ready (klog starts every "
+     "listener once the metadata is loaded); each must be a listener", None),
+    ("log.dir.failure.timeout.ms", "long", 30000, "how long a broker may fail to report a failed log dir", at_least(1)),
+    ("num.replica.alter.log.dirs.threads", "int", None, "threads moving replicas between log dirs (klog copies on "
+     "worker threads, bounded by replica.alter.log.dirs.io.max.bytes.per.second)", None),
     # network and requests
-    _k("socket.connection.setup.timeout.ms", "long", 10000, _no_effect("connect timeout of the broker's own "
-       "connections"), no_effect=True),
-    _k("socket.connection.setup.timeout.max.ms", "long", 30000, _no_effect("largest connect timeout of the "
-       "broker's own connections"), no_effect=True),
-    _k("max.request.partition.size.limit", "int", 2000, _no_effect("partitions one request may be served for"),
-       at_least(1), no_effect=True),
+    ("socket.connection.setup.timeout.ms", "long", 10000, "connect timeout of the broker's own connections", None),
+    ("socket.connection.setup.timeout.max.ms", "long", 30000, "largest connect timeout of the broker's own "
+     "connections", None),
+    ("max.request.partition.size.limit", "int", 2000, "partitions one request may be served for", at_least(1)),
     # replication
     _k("replica.socket.timeout.ms", "int", 30000, "request timeout of the replica fetchers' requests to their "
        "leaders, at least replica.fetch.wait.max.ms (unset: klog's fetchers take request.timeout.ms)"),
-    _k("replica.socket.receive.buffer.bytes", "int", 65536, _no_effect("SO_RCVBUF of the replica fetchers' "
-       "connections (klog leaves it to the OS)"), no_effect=True),
-    _k("replica.high.watermark.checkpoint.interval.ms", "long", 5000, _no_effect("how often high watermarks are "
-       "checkpointed (klog's follow its recovery points)"), no_effect=True),
-    _k("replication.quota.window.num", "int", 11, _no_effect("samples of the replication throttles (klog's are "
-       "token buckets)"), at_least(1), no_effect=True),
-    _k("replication.quota.window.size.seconds", "int", 1, _no_effect("sample span of the replication throttles"),
-       at_least(1), no_effect=True),
-    _k("alter.log.dirs.replication.quota.window.num", "int", 11, _no_effect("samples of the log dir move "
-       "throttle"), at_least(1), no_effect=True),
-    _k("alter.log.dirs.replication.quota.window.size.seconds", "int", 1, _no_effect("sample span of the log dir "
-       "move throttle"), at_least(1), no_effect=True),
+    ("replica.socket.receive.buffer.bytes", "int", 65536, "SO_RCVBUF of the replica fetchers' connections (klog leaves "
+     "it to the OS)", None),
+    ("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "how often high watermarks are checkpointed "
+     "(klog's follow its recovery points)", None),
+    ("replication.quota.window.num", "int", 11, "samples of the replication throttles (klog's are token "
+     "buckets)", at_least(1)),
+    ("replication.quota.window.size.seconds", "int", 1, "sample span of the replication throttles", at_least(1)),
+    ("alter.log.dirs.replication.quota.window.num", "int", 11, "samples of the log dir move throttle", at_least(1)),
+    ("alter.log.dirs.replication.quota.window.size.seconds", "int", 1, "sample span of the log dir move "
+     "throttle", at_least(1)),
     # purgatories and coordinators (Kafka's threads and buffers)
-    _k("fetch.purgatory.purge.interval.requests", "int", 1000, _no_effect("fetch purgatory purge interval"),
-       no_effect=True),
-    _k("producer.purgatory.purge.interval.requests", "int", 1000, _no_effect("produce purgatory purge interval"),
-       no_effect=True),
-    _k("delete.records.purgatory.purge.interval.requests", "int", 1, _no_effect("DeleteRecords purgatory purge "
-       "interval"), no_effect=True),
-    _k("group.coordinator.background.threads", "int", 2, _no_effect("group coordinator background threads"),
-       at_least(1), no_effect=True),
-    _k("group.coordinator.append.linger.ms", "int", -1, _no_effect("how long group coordinator writes wait to be "
-       "batched (-1: adaptive)"), at_least(-1), no_effect=True),
-    _k("group.coordinator.cached.buffer.max.bytes", "int", 1048588, _no_effect("buffer the group coordinator "
-       "keeps for reuse"), at_least(524288), no_effect=True),
-    _k("add.partitions.to.txn.retry.backoff.ms", "int", 20, _no_effect("a leader's retry backoff adding a "
-       "partition to a transaction"), at_least(1), no_effect=True),
-    _k("add.partitions.to.txn.retry.backoff.max.ms", "int", 100, _no_effect("a leader's longest wait adding a "
-       "partition to a transaction"), at_least(0), no_effect=True),
+    ("fetch.purgatory.purge.interval.requests", "int", 1000, "fetch purgatory purge interval", None),
+    ("producer.purgatory.purge.interval.requests", "int", 1000, "produce purgatory purge interval", None),
+    ("delete.records.purgatory.purge.interval.requests", "int", 1, "DeleteRecords purgatory purge interval", None),
+    ("group.coordinator.background.threads", "int", 2, "group coordinator background threads", at_least(1)),
+    ("group.coordinator.append.linger.ms", "int", -1, "how long group coordinator writes wait to be batched (-1: "
+     "adaptive)", at_least(-1)),
+    ("group.coordinator.cached.buffer.max.bytes", "int", 1048588, "buffer the group coordinator keeps for "
+     "reuse", at_least(524288)),
+    ("add.partitions.to.txn.retry.backoff.ms", "int", 20, "a leader's retry backoff adding a partition to a "
+     "transaction", at_least(1)),
+    ("add.partitions.to.txn.retry.backoff.max.ms", "int", 100, "a leader's longest wait adding a partition to a "
+     "transaction", at_least(0)),
     # the broker's own OAUTHBEARER client login (KIP-1139 jwt-bearer and client_credentials grants)
-    _k("sasl.oauthbearer.scope", "string", None, _no_effect("scope of the broker's token request"),
-       no_effect=True),
-    _k("sasl.oauthbearer.client.credentials.client.id", "string", None, _no_effect("client id of the broker's "
-       "client_credentials grant"), no_effect=True),
-    _k("sasl.oauthbearer.client.credentials.client.secret", "password", None, _no_effect("client secret of the "
-       "broker's client_credentials grant"), no_effect=True, sensitive=True),
-    _k("sasl.oauthbearer.assertion.algorithm", "string", "RS256", _no_effect("signing algorithm of the broker's "
-       "JWT assertion: ES256 or RS256"), one_of("ES256", "RS256", case_insensitive=True), no_effect=True),
-    _k("sasl.oauthbearer.assertion.claim.aud", "string", None, _no_effect("aud of the broker's JWT assertion"),
-       no_effect=True),
-    _k("sasl.oauthbearer.assertion.claim.exp.seconds", "int", 300, _no_effect("lifetime of the broker's JWT "
-       "assertion"), in_range(0, 86400), no_effect=True),
-    _k("sasl.oauthbearer.assertion.claim.iss", "string", None, _no_effect("iss of the broker's JWT assertion"),
-       no_effect=True),
-    _k("sasl.oauthbearer.assertion.claim.jti.include", "boolean", False, _no_effect("a jti in the broker's JWT "
-       "assertion"), no_effect=True),
-    _k("sasl.oauthbearer.assertion.claim.nbf.seconds", "int", 60, _no_effect("nbf of the broker's JWT assertion"),
-       in_range(0, 3600), no_effect=True),
-    _k("sasl.oauthbearer.assertion.claim.sub", "string", None, _no_effect("sub of the broker's JWT assertion"),
-       no_effect=True),
-    _k("sasl.oauthbearer.assertion.file", "string", None, _no_effect("file of a pre-generated JWT assertion"),
-       no_effect=True),
-    _k("sasl.oauthbearer.assertion.private.key.file", "string", None, _no_effect("PEM key signing the broker's "
-       "JWT assertion"), no_effect=True),
-    _k("sasl.oauthbearer.assertion.private.key.passphrase", "password", None, _no_effect("passphrase of "
-       "sasl.oauthbearer.assertion.private.key.file"), no_effect=True, sensitive=True),
-    _k("sasl.oauthbearer.assertion.template.file", "string", None, _no_effect("JWT headers and claims template of "
-       "the broker's assertion"), no_effect=True),
-]}
+    ("sasl.oauthbearer.scope", "string", None, "scope of the broker's token request", None),
+    ("sasl.oauthbearer.client.credentials.client.id", "string", None, "client id of the broker's client_credentials "
+     "grant", None),
+    ("sasl.oauthbearer.client.credentials.client.secret", "password", None, "client secret of the broker's "
+     "client_credentials grant", None),
+    ("sasl.oauthbearer.assertion.algorithm", "string", "RS256", "signing algorithm of the broker's JWT assertion: "
+     "ES256 or RS256", one_of("ES256", "RS256", case_insensitive=True)),
+    ("sasl.oauthbearer.assertion.claim.aud", "string", None, "aud of the broker's JWT assertion", None),
+    ("sasl.oauthbearer.assertion.claim.exp.seconds", "int", 300, "lifetime of the broker's JWT "
+     "assertion", in_range(0, 86400)),
+    ("sasl.oauthbearer.assertion.claim.iss", "string", None, "iss of the broker's JWT assertion", None),
+    ("sasl.oauthbearer.assertion.claim.jti.include", "boolean", False, "a jti in the broker's JWT assertion", None),
+    ("sasl.oauthbearer.assertion.claim.nbf.seconds", "int", 60, "nbf of the broker's JWT assertion", in_range(0, 3600)),
+    ("sasl.oauthbearer.assertion.claim.sub", "string", None, "sub of the broker's JWT assertion", None),
+    ("sasl.oauthbearer.assertion.file", "string", None, "file of a pre-generated JWT assertion", None),
+    ("sasl.oauthbearer.assertion.private.key.file", "string", None, "PEM key signing the broker's JWT assertion", None),
+    ("sasl.oauthbearer.assertion.private.key.passphrase", "password", None, "passphrase of "
+     "sasl.oauthbearer.assertion.private.key.file", None),
+    ("sasl.oauthbearer.assertion.template.file", "string", None, "JWT headers and claims template of the broker's "
+     "assertion", None),
+]
+
+KAFKA_COMPAT_KEYS: dict[str, ConfigKey] = {k.name: k for k in map(_key, _TABLE)}

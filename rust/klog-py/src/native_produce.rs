@@ -71,13 +71,19 @@ struct Route {
     target: Option<TargetCodec>,
 }
 
+/// The routed partitions and their topics' names by id, behind one lock: a request reads both in
+/// one critical section, and `clear` forgets both at once.
+#[derive(Default)]
+struct RouteTable {
+    routes: HashMap<(String, i32), Route>,
+    /// The names of the routed partitions' topics by topic id (Produce v13 names topics by id, KIP-516).
+    names: HashMap<[u8; 16], String>,
+}
+
 /// The partitions the native Produce path may append to, and the broker's validation bounds.
 #[pyclass(frozen, module = "klog._native", name = "ProduceRoutes")]
 pub struct PyProduceRoutes {
-    routes: Mutex<HashMap<(String, i32), Route>>,
-    /// The names of the routed partitions' topics by topic id (Produce v13 names topics by id, KIP-516),
-    /// learned and forgotten with the routes.
-    names: Mutex<HashMap<[u8; 16], String>>,
+    table: Mutex<RouteTable>,
     /// Held (shared) across every native append, taken whole by `clear`: once `clear` returns, no
     /// append planned with a forgotten route is under way or can start (the native front appends on
     /// its own thread while the broker changes leadership, configs or log dirs on the event loop).
@@ -93,13 +99,9 @@ pub struct PyProduceRoutes {
 }
 
 impl PyProduceRoutes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, i32), Route>> {
-        // a panic while holding it cannot leave a half-written map: every update is one insert or removal
-        self.routes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn names(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 16], String>> {
-        self.names.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> MutexGuard<'_, RouteTable> {
+        // a panic while holding it cannot leave a half-written table: every update is inserts or clears
+        self.table.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -111,8 +113,7 @@ impl PyProduceRoutes {
     fn new(check_records: bool, max_decompressed_bytes: usize, work_budget: usize, error_codes: (i16, i16, i16, i16)) -> Self {
         let (none, corrupt_message, message_too_large, kafka_storage_error) = error_codes;
         PyProduceRoutes {
-            routes: Mutex::new(HashMap::new()),
-            names: Mutex::new(HashMap::new()),
+            table: Mutex::new(RouteTable::default()),
             gate: RwLock::new(()),
             generation: AtomicU64::new(0),
             check_records,
@@ -166,16 +167,17 @@ impl PyProduceRoutes {
             after_max_ms,
             target,
         };
+        let mut table = self.lock();
         if let Some(id) = topic_id {
-            self.names().insert(id, topic.clone());
+            table.names.insert(id, topic.clone());
         }
-        self.lock().insert((topic, partition), route);
+        table.routes.insert((topic, partition), route);
         Ok(())
     }
 
     /// Whether `topic`-`partition` is routed.
     fn knows(&self, topic: &str, partition: i32) -> bool {
-        self.lock().contains_key(&(topic.to_owned(), partition))
+        self.lock().routes.contains_key(&(topic.to_owned(), partition))
     }
 
     /// Forget every route (the next request of each partition takes the Python path, which routes
@@ -188,13 +190,14 @@ impl PyProduceRoutes {
         py.detach(|| {
             let _gate = self.gate.write().unwrap_or_else(|poisoned| poisoned.into_inner());
             self.generation.fetch_add(1, Ordering::AcqRel);
-            self.lock().clear();
-            self.names().clear();
+            let mut table = self.lock();
+            table.routes.clear();
+            table.names.clear();
         });
     }
 
     fn __len__(&self) -> usize {
-        self.lock().len()
+        self.lock().routes.len()
     }
 }
 
@@ -524,19 +527,37 @@ pub(crate) fn serve_frame<'a, H: ProduceHooks>(
         Some(_) if hooks.has_transaction_check() && !hooks.has_allow() => true,
         Some(_) => return Ok(None),
     };
-    // v13 names topics by id: a topic id no route knows is the Python path's (UNKNOWN_TOPIC_ID)
-    let names: Vec<Cow<'a, str>> = if request.api_version >= FIRST_TOPIC_ID_VERSION {
-        let known = routes.names();
-        let mut names = Vec::with_capacity(request.topics.len());
-        for topic in &request.topics {
-            let Some(name) = known.get(&topic.topic_id) else {
-                return Ok(None);
-            };
-            names.push(Cow::Owned(name.clone()));
+    // One critical section reads the topics' names (v13 names topics by id: a topic id no route
+    // knows is the Python path's, UNKNOWN_TOPIC_ID) and every partition's route (None: not routed,
+    // or no records), with the generation they belong to.
+    let (names, looked_up, generation) = {
+        let table = routes.lock();
+        let names: Vec<Cow<'a, str>> = if request.api_version >= FIRST_TOPIC_ID_VERSION {
+            let mut names = Vec::with_capacity(request.topics.len());
+            for topic in &request.topics {
+                let Some(name) = table.names.get(&topic.topic_id) else {
+                    return Ok(None);
+                };
+                names.push(Cow::Owned(name.clone()));
+            }
+            names
+        } else {
+            request.topics.iter().map(|t| Cow::Borrowed(t.name)).collect()
+        };
+        let mut looked_up: Vec<Option<(usize, i32, &[u8], Route)>> = Vec::new();
+        let mut key = (String::new(), 0);
+        for (t, topic) in request.topics.iter().enumerate() {
+            key.0.clear();
+            key.0.push_str(&names[t]);
+            for p in &topic.partitions {
+                key.1 = p.index;
+                looked_up.push(match (table.routes.get(&key), p.records) {
+                    (Some(route), Some(records)) => Some((t, p.index, records, route.clone())),
+                    _ => None,
+                });
+            }
         }
-        names
-    } else {
-        request.topics.iter().map(|t| Cow::Borrowed(t.name)).collect()
+        (names, looked_up, routes.generation.load(Ordering::Acquire))
     };
     if hooks.has_allow() {
         let mut checked: Vec<&str> = Vec::new();
@@ -551,30 +572,19 @@ pub(crate) fn serve_frame<'a, H: ProduceHooks>(
         }
     }
     // every partition routed, with records; acks=all on a replicated one only with a min-ISR check
-    let mut planned: Vec<(usize, i32, &[u8], Route)> = Vec::new();
+    let mut planned: Vec<(usize, i32, &[u8], Route)> = Vec::with_capacity(looked_up.len());
     let mut replicated: Vec<(&str, i32)> = Vec::new();
-    let generation;
-    {
-        let table = routes.lock();
-        generation = routes.generation.load(Ordering::Acquire);
-        let mut key = (String::new(), 0);
-        for (t, topic) in request.topics.iter().enumerate() {
-            key.0.clear();
-            key.0.push_str(&names[t]);
-            for p in &topic.partitions {
-                key.1 = p.index;
-                let (Some(route), Some(records)) = (table.get(&key), p.records) else {
-                    return Ok(None);
-                };
-                if route.replicated && request.acks == ACKS_ALL {
-                    if !hooks.has_replicated_check() {
-                        return Ok(None);
-                    }
-                    replicated.push((&names[t], p.index));
-                }
-                planned.push((t, p.index, records, route.clone()));
+    for entry in looked_up {
+        let Some((t, index, records, route)) = entry else {
+            return Ok(None);
+        };
+        if route.replicated && request.acks == ACKS_ALL {
+            if !hooks.has_replicated_check() {
+                return Ok(None);
             }
+            replicated.push((&names[t], index));
         }
+        planned.push((t, index, records, route));
     }
     if planned.is_empty() {
         return Ok(None);

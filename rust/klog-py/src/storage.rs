@@ -1080,6 +1080,18 @@ impl PyLogManager {
         self.mgr.offline_dirs().into_iter().map(|(p, e)| (p.to_string_lossy().into_owned(), e)).collect()
     }
 
+    /// The cordoned log dirs (`cordoned.log.dirs`, KIP-1066).
+    #[getter]
+    fn cordoned_dirs(&self) -> Vec<String> {
+        self.mgr.cordoned_dirs().into_iter().map(|p| p.to_string_lossy().into_owned()).collect()
+    }
+
+    /// Cordon `log_dirs` (each one of `log_dirs`) and uncordon the others: a new log is made in a
+    /// cordoned dir only when it is named, or when every online dir is cordoned.
+    fn set_cordoned_dirs(&self, log_dirs: Vec<PathBuf>) -> PyResult<()> {
+        self.mgr.set_cordoned_dirs(&log_dirs).map_err(err)
+    }
+
     /// Take the log dir `log_dir` offline over `error`; True if it was online.
     fn mark_dir_offline(&self, py: Python<'_>, log_dir: PathBuf, error: &str) -> PyResult<bool> {
         let changed = self.mgr.mark_dir_offline(&log_dir, error).map_err(err)?;

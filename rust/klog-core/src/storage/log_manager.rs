@@ -183,6 +183,8 @@ pub struct LogManager {
     /// The log cleaner's threads, once started.
     cleaner: Mutex<Option<LogCleaner>>,
     closed: Mutex<bool>,
+    /// Per log dir: cordoned (`cordoned.log.dirs`, KIP-1066): no new log is made there unless named.
+    cordoned: Mutex<Vec<bool>>,
 }
 
 /// Let the process keep as many descriptors open as it may (each active segment holds one).
@@ -312,6 +314,7 @@ impl LogManager {
             deleted_dirs: Mutex::new(Vec::new()),
             cleaner: Mutex::new(None),
             closed: Mutex::new(false),
+            cordoned: Mutex::new(vec![false; log_dirs.len()]),
         };
         for (di, dir) in log_dirs.iter().enumerate() {
             if mgr.shared.is_offline(di) {
@@ -376,6 +379,37 @@ impl LogManager {
     pub fn offline_dirs(&self) -> Vec<(PathBuf, String)> {
         let offline = self.shared.offline.lock().unwrap_or_else(|p| p.into_inner());
         offline.iter().enumerate().filter_map(|(i, e)| e.as_ref().map(|e| (self.shared.dirs[i].clone(), e.clone()))).collect()
+    }
+
+    /// Cordon the log dirs `dirs` (each one of `log_dirs`) and uncordon the others (Kafka's
+    /// `cordoned.log.dirs`, KIP-1066): a new log is made in a cordoned dir only when it is named.
+    pub fn set_cordoned_dirs(&self, dirs: &[PathBuf]) -> StorageResult<()> {
+        let mut cordoned = vec![false; self.shared.dirs.len()];
+        for dir in dirs {
+            let Some(di) = self.shared.dirs.iter().position(|d| d == dir) else {
+                return Err(StorageError::InvalidArgument(format!("{} is not a log dir", dir.display())));
+            };
+            cordoned[di] = true;
+        }
+        *self.cordoned.lock().unwrap_or_else(|p| p.into_inner()) = cordoned;
+        Ok(())
+    }
+
+    /// The cordoned log dirs (see `set_cordoned_dirs`).
+    pub fn cordoned_dirs(&self) -> Vec<PathBuf> {
+        let cordoned = self.cordoned.lock().unwrap_or_else(|p| p.into_inner());
+        self.shared.dirs.iter().zip(cordoned.iter()).filter(|(_, c)| **c).map(|(d, _)| d.clone()).collect()
+    }
+
+    /// The log dir a new log goes to when none is named (Kafka's `LogManager.nextLogDirs`): the
+    /// online dir that is not cordoned holding the fewest partitions (`counts`, per dir; the first
+    /// such on a tie); when every online dir is cordoned, the online dir holding the fewest. None:
+    /// every dir is offline.
+    fn next_log_dir(&self, counts: &[usize]) -> Option<usize> {
+        let cordoned = self.cordoned.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let online: Vec<usize> = (0..counts.len()).filter(|&i| !self.shared.is_offline(i)).collect();
+        let open = online.iter().copied().filter(|&i| !cordoned[i]).min_by_key(|&i| counts[i]);
+        open.or_else(|| online.into_iter().min_by_key(|&i| counts[i]))
     }
 
     /// Take the log dir `dir` (one of `log_dirs`) offline over `error` (e.g. an append failed
@@ -461,7 +495,8 @@ impl LogManager {
         logs.get(&(topic.to_owned(), partition)).map(|(_, l)| l.clone())
     }
 
-    /// Create the partition's log (in the log dir with the fewest partitions), or return the
+    /// Create the partition's log (in the log dir with the fewest partitions, leaving out the
+    /// cordoned ones while another is online: see `next_log_dir`), or return the
     /// existing one (its config replaced when one is given).
     pub fn create(&self, topic: &str, partition: i32, config: Option<LogConfig>) -> StorageResult<Arc<PartitionLog>> {
         self.create_in(topic, partition, config, None)
@@ -503,8 +538,7 @@ impl LogManager {
                 for (d, _) in logs.values() {
                     counts[*d] += 1;
                 }
-                let Some(di) = (0..counts.len()).filter(|&i| !self.shared.is_offline(i)).min_by_key(|&i| counts[i])
-                else {
+                let Some(di) = self.next_log_dir(&counts) else {
                     return Err(StorageError::io(
                         "create partition in",
                         &self.shared.dirs[0],
@@ -1014,6 +1048,53 @@ mod tests {
         mgr.mark_dir_offline(&a, "test").unwrap();
         assert!(mgr.create_in("t", 2, None, Some(&a)).is_err());
         assert!(!a.join("t-2").exists());
+    }
+
+    /// The log dirs holding `topic`'s partitions `0..count`, in partition order.
+    fn placed(mgr: &LogManager, topic: &str, count: i32) -> Vec<PathBuf> {
+        (0..count).map(|p| mgr.get(topic, p).unwrap().dir().parent().unwrap().to_path_buf()).collect()
+    }
+
+    #[test]
+    fn new_logs_go_to_the_least_loaded_dir_that_is_not_cordoned() {
+        let tmp = super::super::test_dir::TempDir::new("cordoned");
+        let (a, b, c) = (tmp.0.join("a"), tmp.0.join("b"), tmp.0.join("c"));
+        let mgr = LogManager::open(&[a.clone(), b.clone(), c.clone()], LogConfig::default()).unwrap();
+        mgr.create("held", 0, None).unwrap(); // `a` holds one partition already
+        mgr.set_cordoned_dirs(&[b.clone()]).unwrap();
+        assert_eq!(mgr.cordoned_dirs(), vec![b.clone()]);
+        // the new topic spreads over `a` and `c`, fewest partitions first: `c`, then a tie won by `a`
+        for p in 0..4 {
+            mgr.create("spread", p, None).unwrap();
+        }
+        assert_eq!(placed(&mgr, "spread", 4), vec![c.clone(), a.clone(), c.clone(), a.clone()]);
+        // named, a cordoned dir still gets the log (the controller's assignment, AlterReplicaLogDirs)
+        mgr.create_in("named", 0, None, Some(&b)).unwrap();
+        assert_eq!(placed(&mgr, "named", 1), vec![b.clone()]);
+        // uncordoned, `b` (one partition against three each) gets the next ones
+        mgr.set_cordoned_dirs(&[]).unwrap();
+        mgr.create("after", 0, None).unwrap();
+        assert_eq!(placed(&mgr, "after", 1), vec![b.clone()]);
+        assert!(mgr.set_cordoned_dirs(&[tmp.0.join("elsewhere")]).is_err());
+        assert!(mgr.cordoned_dirs().is_empty()); // a refused call changes nothing
+        mgr.close().unwrap();
+    }
+
+    #[test]
+    fn with_every_online_dir_cordoned_new_logs_go_to_the_least_loaded_online_dir() {
+        let tmp = super::super::test_dir::TempDir::new("all-cordoned");
+        let (a, b, c) = (tmp.0.join("a"), tmp.0.join("b"), tmp.0.join("c"));
+        let mgr = LogManager::open(&[a.clone(), b.clone(), c.clone()], LogConfig::default()).unwrap();
+        mgr.create("held", 0, None).unwrap(); // in `a`
+        mgr.set_cordoned_dirs(&[a.clone(), b.clone()]).unwrap();
+        mgr.mark_dir_offline(&c, "test").unwrap(); // the only dir not cordoned is offline
+        for p in 0..2 {
+            mgr.create("t", p, None).unwrap();
+        }
+        assert_eq!(placed(&mgr, "t", 2), vec![b.clone(), a.clone()]);
+        mgr.mark_dir_offline(&a, "test").unwrap();
+        mgr.mark_dir_offline(&b, "test").unwrap();
+        assert!(mgr.create("none", 0, None).is_err());
     }
 
     #[test]
