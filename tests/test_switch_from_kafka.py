@@ -130,3 +130,46 @@ def test_klog_serves_a_kafka_nodes_data_dir_and_kafka_serves_it_back(tmp_path: P
         assert _retention_ms(bootstrap) == "86400000"
         _transaction(bootstrap, [b"kafka-again"], commit=True)   # the id's state klog wrote, read by Kafka
         assert b"kafka-again" in [value for _, _, value, _ in _read_committed(bootstrap)]
+
+
+@pytest.mark.long
+def test_klog_nodes_serve_a_kafka_clusters_data_dirs(tmp_path: Path) -> None:
+    """Three combined Kafka nodes (a static quorum, replication factor 3) stopped together and started as klog
+    nodes on their own server.properties and data dirs: one klog quorum serving Kafka's records and offsets. (The
+    brokers register once the sessions the new active controller gives the registrations it found have expired,
+    as on Kafka after a whole-cluster restart: DUPLICATE_BROKER_REGISTRATION meanwhile.)"""
+    from klog.testing.kafka import KafkaCluster
+    from klog.testing.process import start_together
+
+    with KafkaCluster(tmp_path, 3) as kafka:
+        bootstrap = kafka.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(300):
+            producer.produce(TOPIC, f"order-{i}".encode(), key=str(i).encode(), partition=i % PARTITIONS)
+        producer.flush(30)
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+        try:
+            consumer.commit(offsets=[TopicPartition(TOPIC, 0, 40), TopicPartition(TOPIC, 1, 70)], asynchronous=False)
+        finally:
+            consumer.close()
+        on_kafka = _read_committed(bootstrap)
+    assert len(on_kafka) == 300
+
+    nodes = []
+    for node in (1, 2, 3):
+        path = tmp_path / f"kafka-{node}" / "server.properties"
+        properties = read_properties(path)
+        nodes.append(BrokerProcess(properties["log.dirs"], {"listeners": properties["listeners"],
+                                                             "log.dirs": properties["log.dirs"]}, properties_file=path))
+    try:
+        start_together(nodes)
+        served = ",".join(f"127.0.0.1:{node.port}" for node in nodes)
+        assert sorted(_read_committed(served), key=repr) == sorted(on_kafka, key=repr)
+        assert _group_offsets(served) == [40, 70, -1001]
+    finally:
+        for node in nodes:
+            node.terminate()
+        for node in nodes:
+            node.stop()
