@@ -448,10 +448,12 @@ def test_a_full_metadata_log_halts_the_node_with_one_line(small_fs, tmp_path):
     proc, port = _start_quorum_node(tmp_path, str(small_fs))
     try:
         fill_disk(small_fs)
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
-        admin.create_topics([NewTopic("t", 1, 1)], operation_timeout=5)  # a metadata record to append
+        # a metadata record to append, and nothing else to write (a new partition's files would fail first)
+        admin.incremental_alter_configs([ConfigResource("BROKER", "1", incremental_configs=[
+            ConfigEntry("log.retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)])])
     finally:
         out = _exit_output(proc)
     assert proc.returncode == 1, out

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -124,6 +125,8 @@ def test_a_replica_moved_to_another_log_dir_under_a_producer_keeps_every_acknowl
     with cluster:
         cluster.wait_for_brokers()
         partition, source, target, acked = _moved_partition(cluster, a, b)
+        # the topic id file a Kafka broker keeps a log by (KIP-516) moves with the log
+        topic_id_file = (Path(source) / f"{TOPIC}-{partition}" / "partition.metadata").read_text()
         with Producing(cluster.bootstrap_servers, TOPIC, PARTITIONS, timeout_ms=120000) as producing:
             time.sleep(1)
             started = time.monotonic()
@@ -139,6 +142,7 @@ def test_a_replica_moved_to_another_log_dir_under_a_producer_keeps_every_acknowl
               f"producer in {took:.1f} s (throttle {THROTTLE / 1e6:.0f} MB/s, the tool's start included){held}")
         assert seen_future, "DescribeLogDirs never listed the future replica"
         assert not os.path.exists(os.path.join(source, f"{TOPIC}-{partition}"))
+        assert (Path(target) / f"{TOPIC}-{partition}" / "partition.metadata").read_text() == topic_id_file
         assert not producing.errors, producing.errors[:3]
         acked |= producing.acked
         assert any(p == partition for p, _ in producing.acked)

@@ -173,3 +173,38 @@ def test_klog_nodes_serve_a_kafka_clusters_data_dirs(tmp_path: Path) -> None:
             node.terminate()
         for node in nodes:
             node.stop()
+
+
+def test_kafka_serves_a_data_dir_a_klog_node_made(tmp_path: Path) -> None:
+    """The other way: a combined node's server.properties formatted and run by klog (``klog-broker format
+    --standalone``), then Apache Kafka started on the same files. Kafka keeps a partition's log only if its
+    directory's ``partition.metadata`` names the topic's id (else it renames the log away as a stray replica):
+    every record, committed offset and transaction klog wrote is Kafka's to serve."""
+    import subprocess
+
+    from klog.controller.applier import new_cluster_id
+    from klog.testing.kafka import kafka_server_properties
+    from klog.testing.process import broker_command
+
+    port, controller_port = free_port(), free_port()
+    properties = tmp_path / "server.properties"
+    data = tmp_path / "kafka-data"
+    properties.write_text(kafka_server_properties(data, port, controller_port))
+    formatted = subprocess.run([*broker_command(), "format", "-t", new_cluster_id(), "-c", str(properties),
+                                "--standalone"], capture_output=True, text=True, timeout=120)
+    assert formatted.returncode == 0, formatted.stderr
+    listeners = read_properties(properties)["listeners"]
+    with BrokerProcess(data, {"listeners": listeners, "log.dirs": str(data)}, properties_file=properties) as klog:
+        served = f"127.0.0.1:{klog.port}"
+        _kafka_writes(served)
+        on_klog = _read_committed(served)
+    values = [value for _, _, value, _ in on_klog]
+    assert len(on_klog) == 301 and b"kafka-committed" in values and b"kafka-aborted" not in values
+    assert (data / f"{TOPIC}-0" / "partition.metadata").read_text().startswith("version: 0\ntopic_id: ")
+
+    with apache_kafka_again(tmp_path) as bootstrap:
+        assert sorted(_read_committed(bootstrap), key=repr) == sorted(on_klog, key=repr)
+        assert _group_offsets(bootstrap) == [40, 70, -1001]
+        assert _retention_ms(bootstrap) == "86400000"
+        _transaction(bootstrap, [b"kafka-again"], commit=True)
+    assert not list(data.glob("*-stray"))

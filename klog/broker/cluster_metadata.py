@@ -531,7 +531,7 @@ class ClusterMetadata:
                     dirs, _ = self._log_dirs(name, newest if newest is not None and newest.id == topic.id else topic)
                     try:
                         self._making_files = loop.run_in_executor(
-                            None, self.partitions.create_logs, name, parts, overrides, followed, dirs)
+                            None, self.partitions.create_logs, name, parts, overrides, followed, dirs, topic.id)
                         await asyncio.shield(self._making_files)
                     except TopicError as exc:   # CreationFailed: what it made was removed again
                         log.error("partitions %s of topic %s are not served here: %s",

@@ -45,7 +45,7 @@ from klog.broker.descriptors import DESCRIPTORS_PER_PARTITION, DescriptorBudget,
 from klog.broker.log_dir_moves import LogDirMoves
 from klog.controller.topics import TopicError, is_internal
 from klog.metadata.config import CORDONED_LOG_DIRS, cordoned_paths
-from klog.metadata.storage import METADATA_TOPIC
+from klog.metadata.storage import METADATA_TOPIC, kafka_uuid
 
 if TYPE_CHECKING:
     from klog._native import ProducedBatch
@@ -264,12 +264,12 @@ class PartitionManager:
     # ---- topics, as the metadata publisher applies them ----------------------------------------------
 
     def _create_log(self, topic: str, partition: int, log_config: Any, leader_epoch: int,
-                    leader: bool = True, log_dir: str | None = None) -> Any:
-        """The file-system part of opening a partition (directory, first segment). Thread-safe: the native
-        LogManager locks, and this touches no Python state of the manager but ``preferred_dirs``. ``leader``: this
-        broker leads it (a follower's epochs come with the leader's batches, never from its own log end).
-        ``log_dir``: the log dir a new log is made in (see :meth:`placement`; None: the native LogManager's choice);
-        an existing log stays where it is."""
+                    leader: bool = True, log_dir: str | None = None, topic_id: uuid.UUID | None = None) -> Any:
+        """The file-system part of opening a partition (directory, first segment, ``partition.metadata`` naming
+        ``topic_id``). Thread-safe: the native LogManager locks, and this touches no Python state of the manager
+        but ``preferred_dirs``. ``leader``: this broker leads it (a follower's epochs come with the leader's
+        batches, never from its own log end). ``log_dir``: the log dir a new log is made in (see
+        :meth:`placement`; None: the native LogManager's choice); an existing log stays where it is."""
         key = (topic, partition)
         if log_dir is not None and self.log_manager.get(topic, partition) is None:
             log_ = self.log_manager.create(topic, partition, log_config, log_dir=log_dir)
@@ -278,6 +278,8 @@ class PartitionManager:
                          log_dir)
         else:
             log_ = self.log_manager.create(topic, partition, log_config)
+        if topic_id is not None:
+            self._assign_topic_id(log_, topic, partition, topic_id)
         log_.update_config(log_config)
         # Record the leader epoch's start now (the epoch checkpoint is written here, possibly in a worker
         # thread) so the first append to the partition writes no checkpoint on the event loop.
@@ -285,6 +287,16 @@ class PartitionManager:
         if leader and (not entries or max(e for e, _ in entries) < leader_epoch):
             log_.assign_epoch_start(leader_epoch)
         return log_   # opened with HW = log end; the replica manager sets it once the image says who leads
+
+    def _assign_topic_id(self, log_: Any, topic: str, partition: int, topic_id: uuid.UUID) -> None:
+        """Kafka's ``partition.metadata`` (KIP-516) in the log's directory, which a Kafka broker started on this data
+        dir needs to keep the log (without it, it takes the log for a stray replica). A file naming another topic
+        id, or unreadable, is left as it is and said (the log stays served, as before klog wrote the file); a
+        failed write is the log's (an OSError)."""
+        try:
+            log_.assign_topic_id(kafka_uuid(topic_id))
+        except (ValueError, self._native.CorruptLogError) as exc:
+            log.error("partition %s-%d: %s", topic, partition, exc)
 
     @property
     def cordoned_dirs(self) -> frozenset[str]:
@@ -308,7 +320,7 @@ class PartitionManager:
 
     def create_logs(self, topic: str, partitions: Iterable[tuple[int, int]], overrides: Mapping[str, str],
                     followed: frozenset[int] | set[int] = frozenset(),
-                    log_dirs: Mapping[int, str] | None = None) -> None:
+                    log_dirs: Mapping[int, str] | None = None, topic_id: uuid.UUID | None = None) -> None:
         """Create (or open) the logs of ``partitions`` ((index, leader epoch) pairs) of a topic a committed image
         places on this broker (``followed``: those it follows), all or none: on a failure (out of descriptors,
         disk full) what was made is removed and CreationFailed(KAFKA_STORAGE_ERROR) raised. For a worker thread:
@@ -322,7 +334,8 @@ class PartitionManager:
         dirs = log_dirs or {}
         try:
             for partition, epoch in wanted:
-                self._create_log(topic, partition, log_config, epoch, partition not in followed, dirs.get(partition))
+                self._create_log(topic, partition, log_config, epoch, partition not in followed, dirs.get(partition),
+                                 topic_id)
                 made += 1
         except OSError as exc:
             failed_at = wanted[made][0]
@@ -356,7 +369,7 @@ class PartitionManager:
                 log_config = log_config or self._log_config(topic.effective)
                 log_ = self._logs[key] = self._create_log(name, partition, log_config, epoch,
                                                           partition not in followed,
-                                                          (log_dirs or {}).get(partition))
+                                                          (log_dirs or {}).get(partition), topic_id)
                 if self.on_log_opened is not None:
                     self.on_log_opened(name, partition, log_)
             elif self._leader_epochs.get(key, epoch) < epoch and partition not in followed:

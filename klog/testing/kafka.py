@@ -31,7 +31,7 @@ from klog.testing.process import stop_process
 if TYPE_CHECKING:
     from klog.testing.process import BrokerProcess
 
-__all__ = ["apache_kafka", "apache_kafka_again", "answers_api_versions", "Bootstrap", "find_kafka_libs", "free_port", "KafkaCluster",
+__all__ = ["apache_kafka", "apache_kafka_again", "answers_api_versions", "kafka_server_properties", "Bootstrap", "find_kafka_libs", "free_port", "KafkaCluster",
            "KafkaStartError", "one_broker", "one_broker_node", "read_properties", "sasl_plain_authorizer_properties"]
 
 #: How long a freshly formatted single-node broker may take to answer ApiVersions on a loaded 2-core machine.
@@ -126,6 +126,13 @@ def _server_properties(data_dir: Path, port: int, controller_port: int, extra: M
     }
     props.update(extra)
     return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def kafka_server_properties(data_dir: Path, port: int, controller_port: int,
+                            extra: Mapping[str, object] | None = None) -> str:
+    """The server.properties :func:`apache_kafka` runs a node with (a combined node, a quorum of its own on
+    ``controller_port``, formatted ``--standalone``): for a test that formats and starts it otherwise."""
+    return _server_properties(data_dir, port, controller_port, extra or {})
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -278,8 +285,9 @@ def _serving(jvm: list[str], heap: str, props_file: Path, port: int, startup_tim
 @contextlib.contextmanager
 def apache_kafka_again(tmp_dir: str | os.PathLike[str], *, libs: str | os.PathLike[str] | None = None,
                        heap: str = "1G", startup_timeout: float = STARTUP_TIMEOUT_S) -> Iterator[Bootstrap]:
-    """Start Apache Kafka again, unformatted, on the server.properties and data an :func:`apache_kafka` context on
-    ``tmp_dir`` left (whatever ran on them meanwhile): its bootstrap string, as :func:`apache_kafka`'s."""
+    """Start Apache Kafka, unformatted, on the server.properties and data in ``tmp_dir`` (those an
+    :func:`apache_kafka` context left, whatever ran on them meanwhile, or :func:`kafka_server_properties`' and a
+    klog node's): its bootstrap string, as :func:`apache_kafka`'s."""
     java = shutil.which("java")
     if java is None:
         raise KafkaStartError("java not found on PATH (Apache Kafka 4.x needs Java 17+)")
@@ -288,8 +296,10 @@ def apache_kafka_again(tmp_dir: str | os.PathLike[str], *, libs: str | os.PathLi
     listeners = read_properties(props_file)["listeners"]
     port = int(listeners.split(",")[0].rsplit(":", 1)[1])
     libs_dir = Path(libs) if libs is not None else find_kafka_libs()
-    jvm = [java, f"-Dlog4j2.configurationFile={base / 'log4j2.properties'}", "-Djava.awt.headless=true", "-cp",
-           f"{libs_dir}/*"]
+    log4j_file = base / "log4j2.properties"
+    if not log4j_file.exists():
+        log4j_file.write_text(_LOG4J2.format(log=base / "kafka.log"))
+    jvm = [java, f"-Dlog4j2.configurationFile={log4j_file}", "-Djava.awt.headless=true", "-cp", f"{libs_dir}/*"]
     with _serving(jvm, heap, props_file, port, startup_timeout) as bootstrap:
         yield bootstrap
 

@@ -907,6 +907,13 @@ impl PyPartitionLog {
         self.log.update_config(config.inner.clone()).map_err(err)
     }
 
+    /// Record the topic's id (Kafka's base64 form) in the log directory's `partition.metadata`
+    /// unless it names it already (ValueError if it names another).
+    fn assign_topic_id(&self, py: Python<'_>, topic_id: String) -> PyResult<()> {
+        let log = self.log.clone();
+        run(py, move || log.assign_topic_id(&topic_id))
+    }
+
     fn leader_epoch_entries(&self) -> PyResult<Vec<(i32, i64)>> {
         self.log.leader_epoch_entries().map_err(err)
     }

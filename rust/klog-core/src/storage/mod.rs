@@ -15,6 +15,7 @@ pub mod index_file;
 pub mod log_manager;
 pub mod offset_index;
 pub mod partition_log;
+pub mod partition_metadata;
 pub mod producer_state;
 pub mod segment;
 #[cfg(test)]

@@ -616,6 +616,12 @@ impl PartitionLog {
     pub fn partition(&self) -> i32 {
         self.partition
     }
+    /// Record the id of the topic this log belongs to in its directory's `partition.metadata`
+    /// (Kafka's `assignTopicId`), unless it names it already; an error if it names another.
+    pub fn assign_topic_id(&self, topic_id: &str) -> StorageResult<()> {
+        super::partition_metadata::assign_topic_id(&self.dir(), topic_id)
+    }
+
     pub fn dir(&self) -> PathBuf {
         self.dir.read().unwrap_or_else(|p| p.into_inner()).clone()
     }

@@ -21,6 +21,7 @@ use super::{now_ms, LogState, OpenOptions, PartitionLog};
 use crate::storage::checkpoint::{write_epochs, LEADER_EPOCH_CHECKPOINT};
 use crate::storage::error::{IoContext, StorageError, StorageResult};
 use crate::storage::fileio::fsync_dir;
+use crate::storage::partition_metadata::{read_topic_id, write_topic_id};
 use crate::storage::segment::{segment_file_name, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 
 /// The transaction index files the broker keeps next to the segments (`<base>.txnindex`).
@@ -177,8 +178,11 @@ impl PartitionLog {
             }
         }
         write_epochs(&future.join(LEADER_EPOCH_CHECKPOINT), &st.epochs)?;
-        fsync_dir(future).ctx("fsync", future)?;
         let old = self.dir();
+        if let Some(topic_id) = read_topic_id(&old)? {
+            write_topic_id(future, &topic_id)?;
+        }
+        fsync_dir(future).ctx("fsync", future)?;
         let target_dir = future.parent().ok_or_else(|| StorageError::InvalidArgument("future dir has no parent".into()))?;
         let name = old.file_name().ok_or_else(|| StorageError::InvalidArgument("log dir has no name".into()))?;
         let target = target_dir.join(name);
