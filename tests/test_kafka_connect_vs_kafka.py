@@ -7,7 +7,7 @@ scenarios run on both and check Kafka's behaviour.
   writes that topic into another file, both created, watched and deleted through the REST API; the worker is
   restarted with lines written while it was down, and every line reaches the sink file once; the offsets topic
   and ``GET /connectors/{name}/offsets`` hold the source's position.
-- the same worker with ``exactly.once.source.support=enabled`` (KIP-618): the source task writes in transactions
+- a worker with ``exactly.once.source.support=enabled`` (KIP-618): the source task writes in transactions
   (a read_committed consumer sees each line once, the topic holds the commit markers), and altering the offsets
   of the stopped connector (KIP-875) first fences its task's producers (InitProducerId bumps the epoch).
 - ``MirrorMaker`` (dedicated mode, mm2.properties) from one broker to another (klog to klog, Kafka to Kafka): the
@@ -37,7 +37,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from klog.protocol import ApiKey
 from klog.protocol.error_codes import ErrorCode as E
-from klog.testing.kafka import find_kafka_libs, one_broker
+from klog.testing.kafka import find_kafka_libs, log4j2_file_properties, one_broker
 from klog.testing.ports import free_port
 from klog.testing.process import stop_process
 from klog.testing.wire import WireClient
@@ -53,16 +53,6 @@ MIRROR_MAKER_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
-_LOG4J2 = """\
-status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p [%t] %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
-"""
 T = TypeVar("T")
 
 
@@ -84,7 +74,7 @@ def _java(main: str, props_file: Path, log: Path) -> list[str]:
     """The java command running ``main`` from Kafka's jars, logging to ``log``: a small heap and C1 only, so a
     start on 2 cores is quick."""
     log4j = props_file.with_name(props_file.stem + "-log4j2.properties")
-    log4j.write_text(_LOG4J2.format(log=log))
+    log4j.write_text(log4j2_file_properties(log))
     return ["java", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{find_kafka_libs()}/*", main, str(props_file)]
 
@@ -261,9 +251,8 @@ def test_file_connectors_copy_every_line_once_across_a_worker_restart(broker: st
             "connector.class": FILE_SOURCE, "file": str(source_file), "topic": topic, "tasks.max": "1"})[0] == 201
         assert worker.rest_when_ready("PUT", "/connectors/sink/config", {
             "connector.class": FILE_SINK, "file": str(sink_file), "topics": topic, "tasks.max": "1"})[0] == 201
-        for connector, kind in (("source", "source"), ("sink", "sink")):
-            status = worker.await_states(connector, "RUNNING")
-            assert status["type"] == kind
+        for connector in ("source", "sink"):
+            assert worker.await_states(connector, "RUNNING")["type"] == connector
         assert sorted(worker.rest("GET", "/connectors")[1]) == ["sink", "source"]
         append_lines(source_file, first)
         assert wait_for("the first lines in the sink file", sink_holds(sink_file, len(first)),
