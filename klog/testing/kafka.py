@@ -31,8 +31,9 @@ from klog.testing.process import stop_process
 if TYPE_CHECKING:
     from klog.testing.process import BrokerProcess
 
-__all__ = ["apache_kafka", "apache_kafka_again", "answers_api_versions", "kafka_server_properties", "Bootstrap", "find_kafka_libs", "free_port", "KafkaCluster",
-           "KafkaStartError", "one_broker", "one_broker_node", "read_properties", "sasl_plain_authorizer_properties"]
+__all__ = ["apache_kafka", "apache_kafka_again", "answers_api_versions", "Bootstrap", "find_kafka_libs", "free_port",
+           "kafka_server_properties", "KafkaCluster", "KafkaStartError", "log4j2_file_properties", "one_broker",
+           "one_broker_node", "read_properties", "sasl_plain_authorizer_properties"]
 
 #: How long a freshly formatted single-node broker may take to answer ApiVersions on a loaded 2-core machine.
 STARTUP_TIMEOUT_S = 120.0
@@ -89,6 +90,11 @@ logger.kafka.level = INFO
 logger.state.name = state.change.logger
 logger.state.level = WARN
 """
+
+
+def log4j2_file_properties(log: Path) -> str:
+    """A Log4j 2 properties file sending a Kafka JVM's (broker, Connect worker, MirrorMaker) INFO log to ``log``."""
+    return _LOG4J2.format(log=log)
 
 
 def _server_properties(data_dir: Path, port: int, controller_port: int, extra: Mapping[str, object], *,
@@ -246,7 +252,7 @@ def apache_kafka(
     props_file.write_text(_server_properties(data_dir, port, controller_port, config or {}))
     log_file = base / "kafka.log"
     log4j_file = base / "log4j2.properties"
-    log4j_file.write_text(_LOG4J2.format(log=log_file))
+    log4j_file.write_text(log4j2_file_properties(log_file))
     classpath = f"{libs_dir}/*"
     jvm = [java, f"-Dlog4j2.configurationFile={log4j_file}", "-Djava.awt.headless=true", *jvm_options, "-cp",
            classpath]
@@ -298,7 +304,7 @@ def apache_kafka_again(tmp_dir: str | os.PathLike[str], *, libs: str | os.PathLi
     libs_dir = Path(libs) if libs is not None else find_kafka_libs()
     log4j_file = base / "log4j2.properties"
     if not log4j_file.exists():
-        log4j_file.write_text(_LOG4J2.format(log=base / "kafka.log"))
+        log4j_file.write_text(log4j2_file_properties(base / "kafka.log"))
     jvm = [java, f"-Dlog4j2.configurationFile={log4j_file}", "-Djava.awt.headless=true", "-cp", f"{libs_dir}/*"]
     with _serving(jvm, heap, props_file, port, startup_timeout) as bootstrap:
         yield bootstrap
@@ -469,7 +475,7 @@ class KafkaCluster(Cluster):
                         base / "kafka-data", self.client_ports.get(i, 0), self.controller_ports.get(i, 0),
                         {**self.properties, **self.node_properties.get(i, {})}, node_id=i, voters=self.voters,
                         roles=self.roles[i]))
-                (base / "log4j2.properties").write_text(_LOG4J2.format(log=base / "kafka.log"))
+                (base / "log4j2.properties").write_text(log4j2_file_properties(base / "kafka.log"))
                 # the nodes' kafka-storage format steps run together (one JVM each)
                 formatting[i] = subprocess.Popen([*self._jvm(i), "kafka.tools.StorageTool", "format", "-t", cluster_id,
                                                   "-c", str(base / "server.properties"), *self.format_args],
