@@ -1,14 +1,15 @@
-"""kafka-python's own integration tests (``test/integration`` of its source distribution on PyPI, version 3.0.12
-as tools/fetch-kafka-python-suite.py pins it), unchanged, against one klog broker and one Apache Kafka 4.3 broker started from the same properties:
-its admin client (ACLs, configs, groups, records, topics, partitions, log dirs, quorum, reassignments), consumers
-(groups, offsets, seeks, timestamps, max bytes, heartbeats), producers (every codec, idempotent, transactional with
-offsets) and its SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and SSL connections.
+"""kafka-python's own integration tests (``test/integration`` of its source distribution on PyPI, version 3.0.12 as
+tools/fetch-kafka-python-suite.py pins it), unchanged, against one klog broker and one Apache Kafka 4.3 broker
+started from the same properties: its admin client (ACLs, configs, groups, records, topics, partitions, log dirs,
+quorum, reassignments), consumers (groups, offsets, seeks, timestamps, max bytes, heartbeats), producers (every
+codec, idempotent, transactional with offsets) and its SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and SSL
+connections.
 
-tools/fetch-kafka-python-suite.py downloads the source (pinned, checksummed) into .cache/kafka-python and writes
-the two files of its ``test`` directory the sdist lacks; it runs under its own pytest with its own copy of
-``kafka``. tests/kafka_python_suite_plugin.py points each broker the suite's fixtures would start
-at a listener of the broker under test; its properties are those of the suite's own server.properties (broker id 0,
-4 partitions a topic, 1 s minimum session timeout, an authorizer open where no ACL is found).
+tools/fetch-kafka-python-suite.py downloads the source (pinned, checksummed) into .cache/kafka-python and writes the
+two files of its ``test`` directory the sdist lacks; it runs under its own pytest with its own copy of ``kafka``.
+tests/kafka_python_suite_plugin.py points each broker the suite's fixtures would start at a listener of the broker
+under test; its properties are those of the suite's own server.properties (broker id 0, 4 partitions a topic, 1 s
+minimum session timeout, an authorizer open where no ACL is found).
 
 On 2026-12-07 the 63 tests run here passed on both, klog in about 17 s, Apache Kafka in about 24 s; the suite
 skips one itself on both (``test_kafka_consumer_offsets_for_time_old``, for brokers before 0.10.1). Left out: the
@@ -132,16 +133,18 @@ def test_kafka_pythons_own_integration_suite_passes(suite: Path, listeners: dict
         cwd=suite, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     out = run.stdout + run.stderr
     assert report.exists(), out[-6000:]
-    outcomes: dict[str, str] = {}
+    outcomes: dict[tuple[str, str], str] = {}   # (module or class, test) -> verdict
     for case in ET.parse(report).iter("testcase"):
         verdict = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
-        outcomes[case.get("name", "")] = verdict
-    failed = sorted(name for name, verdict in outcomes.items() if verdict in ("failure", "error"))
+        outcomes[case.get("classname", ""), case.get("name", "")] = verdict
+    failed = sorted(f"{where}::{name}" for (where, name), verdict in outcomes.items()
+                    if verdict in ("failure", "error"))
     assert run.returncode == 0 and not failed, f"kafka-python's tests failed (exit {run.returncode}): {failed}\n" \
                                                f"{out[-8000:]}"
-    skipped = {name for name, verdict in outcomes.items() if verdict == "skipped"}
+    skipped = {name for (_, name), verdict in outcomes.items() if verdict == "skipped"}
     assert skipped == SKIPPED_FOR_VERSION, sorted(skipped)
     # its SASL and SSL tests ran: each mechanism's login and the TLS handshake
+    ran = {name for _, name in outcomes}
     assert {"test_produce_and_consume[PLAIN]", "test_client[SCRAM-SHA-512]", "test_ssl_handshake",
-            "test_legacy_kafka_client_ssl"} <= set(outcomes), sorted(outcomes)
+            "test_legacy_kafka_client_ssl"} <= ran, sorted(ran)
     print(f"{len(outcomes) - len(skipped)} of kafka-python's tests passed")

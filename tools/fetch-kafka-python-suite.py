@@ -21,8 +21,8 @@ import urllib.request
 from pathlib import Path
 
 VERSION = "3.0.12"
-SDIST_URL = ("https://files.pythonhosted.org/packages/bb/a9/e8b96f7f71aacd94faf1db0feb9750bf557b17bd22b0595023c88c1f0eb2/"
-             f"kafka_python-{VERSION}.tar.gz")
+SDIST_URL = ("https://files.pythonhosted.org/packages/bb/a9/"
+             f"e8b96f7f71aacd94faf1db0feb9750bf557b17bd22b0595023c88c1f0eb2/kafka_python-{VERSION}.tar.gz")
 SDIST_SHA256 = "4ccda3616b9aa5c353d74a97f2770d6cd1b950890d77ab0e8890e09a48eeed65"
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "kafka-python"
 DOWNLOAD_TIMEOUT_S = 120
