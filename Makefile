@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: broker test test-long dev bench sidebyside sidebyside-cluster fuzz fuzz-short chaos chaos-compaction chaos-replication chaos-cluster clean
+.PHONY: broker test test-long librdkafka-suite dev bench sidebyside sidebyside-cluster fuzz fuzz-short chaos chaos-compaction chaos-replication chaos-cluster clean
 
 $(BIN)/maturin:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ test:
 # (they start 3- and 6-node clusters and time failovers; KLOG_TEST_WORKERS=2 to share them out).
 test-long:
 	KLOG_TEST_MARKERS=long KLOG_TEST_WORKERS=$${KLOG_TEST_WORKERS:-0} bash tools/test.sh
+
+# librdkafka's own broker tests (its tests/0xxx, built from source by tools/install-peers.sh), every one of them on klog
+# and on Apache Kafka 4.3: one broker, one with no topic auto-creation, and 3-node clusters (about an hour).
+librdkafka-suite: dev
+	bash tools/install-peers.sh
+	$(BIN)/pytest tests/test_librdkafka_suite.py -m "long or not long" -n 0 $(PYTEST_ARGS)
 
 # dev's install plus the bench extra (py-spy, for the flame graphs of benches/bench_request_cost.py)
 bench: $(BIN)/maturin

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the real peers the tests drive: kcat, prometheus, chromium and nftables (Debian), Apache Kafka's jars (Maven
-# Central) into .cache/kafka/libs, kafkajs (npm), Sarama (Go modules) and kafka-python's tests (PyPI sdist). Idempotent; safe to run on every test run.
+# Central) into .cache/kafka/libs, kafkajs (npm), Sarama (Go modules), kafka-python's tests (PyPI sdist) and
+# librdkafka's test suite (built from its source release). Idempotent; safe to run on every test run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,4 +43,7 @@ fi
 (cd tests/go && go mod download)
 # kafka-python's own integration tests (its PyPI sdist, pinned and sha256-checked): tests/test_kafka_python_suite.py
 python3 tools/fetch-kafka-python-suite.py >/dev/null
+# librdkafka's own test suite (tests/test_librdkafka_suite.py), built from its pinned source release into
+# .cache/librdkafka/<version> (minutes, once per version)
+bash tools/install-librdkafka-tests.sh
 echo "peers: $(kcat -V 2>&1 | grep -o "librdkafka [0-9.]*" | head -1 || echo kcat), $(ls $libs/*.jar | wc -l) Kafka jars in $libs, $(prometheus --version 2>&1 | head -1 | cut -d' ' -f1-3), $(chromium --version 2>/dev/null)"

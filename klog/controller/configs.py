@@ -24,6 +24,7 @@ from klog.metadata.config import (
     CORDONED_LOG_DIRS,
     DYNAMIC_BROKER_KEYS,
     DYNAMIC_LOG_KEYS,
+    DYNAMIC_SASL_LOGIN_KEYS,
     PER_BROKER_KEYS,
     SECURITY_KEYS,
     TOPIC_KEYS,
@@ -91,8 +92,9 @@ def _has_operation(item: AlterableConfig) -> TypeGuard[IncrementalAlterConfigsRe
 #: what a refused broker config change says besides Kafka's words
 _STATIC_BROKER_CONFIGS = (
     "klog broker configs are static (set them in server.properties or with --override and restart) except "
-    f"{', '.join(sorted(DYNAMIC_BROKER_KEYS - DYNAMIC_LOG_KEYS))}, the broker defaults of topic configs "
-    "(log.retention.ms, compression.type, ...) and a listener's listener.name.<listener>.ssl.keystore.*/"
+    f"{', '.join(sorted(DYNAMIC_BROKER_KEYS - DYNAMIC_LOG_KEYS - DYNAMIC_SASL_LOGIN_KEYS))}, the broker defaults of "
+    "topic configs (log.retention.ms, compression.type, ...), the broker's own SASL login settings (sasl.kerberos.*, "
+    "sasl.login.refresh.*, without effect) and a listener's listener.name.<listener>.ssl.keystore.*/"
     "ssl.truststore.*")
 
 

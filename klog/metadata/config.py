@@ -221,15 +221,24 @@ def cordoned_paths(cordoned: list[str], log_dirs: list[str]) -> frozenset[str]:
     return frozenset(os.path.abspath(d) for d in chosen)
 
 
+#: The broker's own SASL login settings (Kerberos', and the token refresh of an OAUTHBEARER login): per-broker dynamic
+#: configs in Kafka (its DynamicListenerConfig). klog makes no such login: it takes them without effect, in
+#: server.properties and at runtime alike (librdkafka's admin test sets sasl.kerberos.min.time.before.relogin).
+DYNAMIC_SASL_LOGIN_KEYS = frozenset({
+    "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.principal.to.local.rules", "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter",
+    "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds"})
 #: Broker configs IncrementalAlterConfigs/AlterConfigs may change at runtime (ConfigRecords on the broker's resource,
 #: or "" for every broker); every other broker config is static (server.properties / --override).
 DYNAMIC_BROKER_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
                                  "replica.alter.log.dirs.io.max.bytes.per.second", "max.connections",
                                  "max.connections.per.ip", "max.connections.per.ip.overrides",
-                                 "max.connection.creation.rate", CORDONED_LOG_DIRS}) | DYNAMIC_LOG_KEYS
+                                 "max.connection.creation.rate", CORDONED_LOG_DIRS}) | DYNAMIC_LOG_KEYS \
+    | DYNAMIC_SASL_LOGIN_KEYS
 #: dynamic broker configs a broker id must be named for (Kafka's DynamicBrokerConfig.PER_BROKER_CONFIGS, the TLS
 #: listener settings aside): no cluster-wide default
-PER_BROKER_KEYS = frozenset({CORDONED_LOG_DIRS})
+PER_BROKER_KEYS = frozenset({CORDONED_LOG_DIRS}) | DYNAMIC_SASL_LOGIN_KEYS
 
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     # identity and listeners
