@@ -32,7 +32,7 @@ if [ -n "$missing" ]; then
 fi
 
 mkdir -p "$cache"
-if ! echo "$sha256  $cache/$tarball" | sha256sum -c --quiet - 2>/dev/null; then
+if [ ! -f "$cache/$tarball" ] || ! echo "$sha256  $cache/$tarball" | sha256sum -c --quiet - >/dev/null 2>&1; then
   rm -f "$cache/$tarball"
   for url in "${urls[@]}"; do
     curl -fsSL --retry 3 -o "$cache/$tarball.part" "$url" && break
