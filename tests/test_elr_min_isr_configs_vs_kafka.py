@@ -14,7 +14,6 @@ Kafka 4.3 from the same requests (Kafka's ConfigurationControlManager: ``maybeGe
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
 from klog.testing import kafka_tools
 from klog.testing.kafka import one_broker
-from klog.testing.wire import WireClient
+from klog.testing.wire import WireClient, until
 
 pytestmark = pytest.mark.java
 
@@ -89,15 +88,6 @@ def _dynamic(server: Server, broker: str) -> dict[str, str | None]:
             if synonyms and synonyms[0][2] == source}
 
 
-def _eventually(probe, wanted, timeout_s: float = 30.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = probe()
-        if wanted(got) or time.monotonic() > deadline:
-            return got
-        time.sleep(0.2)
-
-
 def _topic(server: Server, configs: dict[str, str] | None = None) -> str:
     name = f"elr-{uuid.uuid4().hex[:8]}"
     [result] = server.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
@@ -114,9 +104,7 @@ def test_a_new_cluster_has_a_cluster_level_min_insync_replicas_every_topic_repor
     assert bootstrap["data"] == {"resourceType": BROKER, "resourceName": "", "name": "min.insync.replicas",
                                  "value": "1"}
     topic = _topic(server)
-    value, synonyms = _eventually(lambda: _describe(server, TOPIC, topic)["min.insync.replicas"],
-                                  lambda got: got[1][:1] == [("min.insync.replicas", "1",
-                                                              DYNAMIC_DEFAULT_BROKER_CONFIG)])
+    value, synonyms = until(lambda: _describe(server, TOPIC, topic)["min.insync.replicas"], "the topic described")
     assert value == "1"
     assert synonyms[0] == ("min.insync.replicas", "1", DYNAMIC_DEFAULT_BROKER_CONFIG)
 
@@ -150,7 +138,7 @@ def test_min_insync_replicas_changes_clear_the_elrs_they_were_computed_against(s
         at = max(i for i, p in enumerate(payloads) if p["type"] == "TOPIC_RECORD" and p["data"]["name"] == topic)
         return [p for p in payloads[at + 1:] if p["type"] in ("CONFIG_RECORD", "CLEAR_ELR_RECORD")]
 
-    assert _eventually(tail, lambda got: len(got) >= 4) == [
+    assert until(lambda: records if len(records := tail()) >= 4 else None, "the four records") == [
         {"type": "CONFIG_RECORD", "version": 0, "data": {"resourceType": TOPIC, "resourceName": topic,
                                                          "name": "min.insync.replicas", "value": "2"}},
         {"type": "CLEAR_ELR_RECORD", "version": 0, "data": {"topicName": topic}},
@@ -171,12 +159,12 @@ def test_turning_elr_on_writes_the_cluster_level_value_and_removes_broker_level_
     assert _update_elr(server, 0, SAFE_DOWNGRADE)[0] == ErrorCode.NONE
     assert _incremental(server, BROKER, NODE_ID, ("min.insync.replicas", OP_SET, "2")) == (ErrorCode.NONE, None)
     assert _incremental(server, BROKER, "", ("min.insync.replicas", OP_DELETE, None)) == (ErrorCode.NONE, None)
-    assert _eventually(lambda: (_dynamic(server, ""), _dynamic(server, NODE_ID).get("min.insync.replicas")),
-                       lambda got: got == ({}, "2")) == ({}, "2")
+    until(lambda: (_dynamic(server, ""), _dynamic(server, NODE_ID).get("min.insync.replicas")) == ({}, "2"),
+          "the broker-level value alone")
 
     assert _update_elr(server, 1, UPGRADE)[0] == ErrorCode.NONE
-    assert _eventually(lambda: (_dynamic(server, ""), _dynamic(server, NODE_ID).get("min.insync.replicas")),
-                       lambda got: got == ({"min.insync.replicas": "1"}, None)) == ({"min.insync.replicas": "1"}, None)
+    until(lambda: (_dynamic(server, ""), _dynamic(server, NODE_ID).get("min.insync.replicas"))
+          == ({"min.insync.replicas": "1"}, None), "the cluster-level value alone")
     safety = [p["data"] for p in server.metadata_payloads() if p["type"] in ("CONFIG_RECORD", "FEATURE_LEVEL_RECORD")]
     assert safety[-3:] == [
         {"resourceType": BROKER, "resourceName": "", "name": "min.insync.replicas", "value": "1"},
