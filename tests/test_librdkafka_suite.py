@@ -53,7 +53,7 @@ NO_AUTO_CREATE_TESTS = {"0045": ("0045_subscribe_update_non_exist_and_partchange
 REFUSED_BY_KAFKA_4 = {"0129": "Value must be at least 1048576"}
 #: CI's short run on klog (about 80 s): producing and consuming, compression, idempotence, offset commits,
 #: groups (rebalances, listing), aborted transactions under read_committed, ACLs denying a producer
-CI_TESTS = ("0012", "0017", "0019", "0030", "0056", "0090", "0099", "0115", "0118", "0129")
+CI_TESTS = ("0012", "0017", "0019", "0030", "0056", "0090", "0099", "0115", "0129")
 #: a seed per test number: topic names repeat from run to run but never between two numbers on one broker
 SEED_BASE = 1000
 

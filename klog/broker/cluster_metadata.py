@@ -779,29 +779,27 @@ class ClusterMetadata:
                 raise RuntimeError(exc.message) from None
             log.warning("not registering this start in the metadata log (the previous registration stays): %s",
                         exc.message)
-        self._lead_leaderless_partitions()
+        elections = self._leaderless_partition_elections()
+        if elections:
+            try:
+                self._commit(elections)
+                log.info("elected this node leader of %d partitions that had no leader", len(elections))
+            except TopicError as exc:
+                log.warning("could not elect this node leader of the %d partitions without a leader: %s",
+                            len(elections), exc.message)
         if migrated_from is not None:
             os.replace(migrated_from, migrated_from + MIGRATED_SUFFIX)
 
-    def _lead_leaderless_partitions(self) -> None:
+    def _leaderless_partition_elections(self) -> list[MetadataRecord]:
         """This node is its own controller and registers unfenced: the elections Kafka's controller makes when a
         broker is unfenced. A node that only ever ran as klog's single node leads every partition already; a data
         dir Kafka's own combined node left (its controlled shutdown leaves its partitions without a leader, this
         node in their ELR) is led again."""
         unclean_default = self.config["unclean.leader.election.enable"]
-        elections = unfenced_broker_elections(
+        return unfenced_broker_elections(
             self.image, self.node_id, lambda broker: broker == self.node_id,
             lambda topic: unclean_election_allowed(self.image, topic, unclean_default),
             self.config["min.insync.replicas"])
-        if not elections:
-            return
-        try:
-            self._commit(elections)
-        except TopicError as exc:
-            log.warning("could not elect this node leader of the %d partitions without a leader: %s",
-                        len(elections), exc.message)
-            return
-        log.info("elected this node leader of %d partitions that had no leader", len(elections))
 
     def _registration(self, endpoints: Mapping[str, tuple[str, int]], broker_epoch: int,
                       incarnation_id: uuid.UUID | None = None) -> MetadataRecord:
