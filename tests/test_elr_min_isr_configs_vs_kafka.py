@@ -9,7 +9,11 @@ Kafka 4.3 from the same requests (Kafka's ConfigurationControlManager: ``maybeGe
 - a change of a topic's ``min.insync.replicas`` clears that topic's ELRs and one of the cluster's (set again even
   to its value) clears every ELR: a ClearElrRecord after the ConfigRecord in the metadata log, read with Kafka's
   own DumpLogSegments;
-- turning ELR on again (UpdateFeatures) writes the cluster-level value back and removes a broker-level one."""
+- turning ELR on again (UpdateFeatures) writes the cluster-level value back and removes a broker-level one.
+
+Each runs on a single node and on a 3-node cluster of combined nodes (klog's quorum controller,
+klog.controller.node.ControllerNode, is another code path than its single voter), the requests sent to node 1, which
+forwards them to the active controller, the metadata log read off node 1's replica."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import pytest
 from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
 from klog.testing import kafka_tools
+from klog.testing.cluster import CLUSTER_TIMING, cluster_of
 from klog.testing.kafka import one_broker
 from klog.testing.wire import WireClient, until
 
@@ -57,11 +62,24 @@ class Server:
 
 
 @pytest.fixture(scope="module", params=["klog", "kafka"])
-def server(request, tmp_path_factory):
-    root = tmp_path_factory.mktemp(request.param)
-    with one_broker(request.param, root, {"node.id": NODE_ID}) as bootstrap:
-        data = root / ("data" if request.param == "klog" else "kafka-data")
-        yield Server(bootstrap, data / "__cluster_metadata-0")
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module", params=[pytest.param(1, id="1-node"), pytest.param(3, id="3-nodes")])
+def server(request: pytest.FixtureRequest, kind: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    root = tmp_path_factory.mktemp(f"{kind}-{request.param}")
+    if request.param == 1:
+        with one_broker(kind, root, {"node.id": NODE_ID}) as bootstrap:
+            data = root / ("data" if kind == "klog" else "kafka-data")
+            yield Server(bootstrap, data / "__cluster_metadata-0")
+        return
+    with cluster_of(kind, root, request.param, properties={**CLUSTER_TIMING}) as cluster:
+        cluster.wait_for_brokers()
+        # node 1 answers (it describes its own broker configs), forwarding changes to the active controller, which
+        # may be another node; its replica of the metadata log is read
+        node = int(NODE_ID)
+        yield Server(f"127.0.0.1:{cluster.client_ports[node]}", cluster.log_dir(node) / "__cluster_metadata-0")
 
 
 def _incremental(server: Server, rtype: int, name: str, *ops: tuple[str, int, str | None]) -> tuple[int, str | None]:

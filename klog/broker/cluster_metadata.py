@@ -51,13 +51,18 @@ from klog.broker.lifecycle_driver import LifecycleDriver, monotonic_ms
 from klog.broker.partitions import KAFKA_STORAGE_ERROR, PartitionManager
 from klog.broker.replication.throttle import broker_dynamic_config
 from klog.controller.applier import MetadataApplier, SnapshotPolicy, bootstrap_records, read_bootstrap_records
-from klog.controller.brokers import unfenced_broker_elections
-from klog.controller.partition_change import unclean_election_allowed
 from klog.controller.writer import RaftQuorumWriter
 from klog.controller.node import ControllerNode, stored_directory_id
 from klog.metadata.config import CORDONED_LOG_DIRS, cordoned_paths
-from klog.metadata.features import MV_CORDONED_LOG_DIRS, supported_features
+from klog.metadata.features import MV_CORDONED_LOG_DIRS
 from klog.controller.single_voter import SingleVoterQuorum, transaction_abort
+from klog.controller.single_voter_start import (
+    SECURITY_PROTOCOL_IDS,
+    SUPPORTED_FEATURES,
+    own_registration,
+    registration_epoch,
+    start_elections,
+)
 from klog.controller.topics import TopicError
 from klog.metadata.delta import MetadataChanges, replay
 from klog.metadata.image import (
@@ -77,11 +82,7 @@ log = logging.getLogger("klog.broker.metadata")
 
 __all__ = ["ClusterMetadata"]
 
-#: Kafka's SecurityProtocol ids (RegisterBrokerRecord.EndPoints.SecurityProtocol).
-SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 MIGRATED_SUFFIX = ".migrated"
-#: The feature levels this broker supports, (name, min, max), as it registers them.
-SUPPORTED_FEATURES = tuple(supported_features())
 #: Snapshots kept in the metadata log directory (the newest is loaded; an older one is a fallback to inspect).
 SNAPSHOTS_KEPT = 2
 #: the byte rate of moves between log dirs (AlterReplicaLogDirs), a dynamic broker config as in Kafka
@@ -157,6 +158,8 @@ class ClusterMetadata:
         self.assignments: AssignmentSender | None = None
         #: the directory.id of each log dir (meta.properties, written before this is made; the zero UUID where none)
         self.dir_ids: dict[str, uuid.UUID] = _directory_ids(partitions)
+        #: a single voter's report of its log dirs to its own controller (:meth:`report_own_dirs_to`)
+        self._report_own_dirs: Callable[[bool], None] | None = None
         #: a single voter's records name no log dir (MIGRATING): the partitions it held when it started while a log
         #: dir failed at the start (the failed dir may hold their logs, so none is made elsewhere)
         self._held_at_start: set[tuple[uuid.UUID, int]] = set()
@@ -698,21 +701,29 @@ class ClusterMetadata:
         if paths != self.partitions.cordoned_dirs:
             log.info("cordoned log dirs: %s", ", ".join(sorted(paths)) or "none")
             self.partitions.cordoned_dirs = paths
+            if self._report_own_dirs is not None:
+                self._report_own_dirs(self.own_dirs_all_cordoned())
         if self.lifecycle is not None and self._lifecycle_driver is not None \
                 and (image.metadata_version or 0) >= MV_CORDONED_LOG_DIRS:
             if self.lifecycle.set_cordoned_log_dirs([i for d, i in self.dir_ids.items() if d in paths],
                                                     monotonic_ms()):
                 self._lifecycle_driver.poke()
 
-    def own_node_if_all_dirs_cordoned(self, image: MetadataImage) -> tuple[int, ...]:
-        """A single voter's part of Kafka's ``BrokerRegistration.hasUncordonedDirs``, which its registration (no log
-        dirs: partition records name none) cannot answer: (this node,) while every online log dir of it is
-        cordoned, from metadata.version 4.3-IV0 (before it, Kafka's brokers do not report cordoned dirs); else ()."""
-        if (image.metadata_version or 0) < MV_CORDONED_LOG_DIRS or not self.partitions.cordoned_dirs:
-            return ()
+    def own_dirs_all_cordoned(self) -> bool:
+        """Whether every online log dir of this node is cordoned (cordoned.log.dirs, KIP-1066)."""
+        if not self.partitions.cordoned_dirs:
+            return False
         online = [d for d in self.partitions.log_dirs if d not in self.partitions.offline_dirs]
-        cordoned = all(os.path.abspath(d) in self.partitions.cordoned_dirs for d in online)
-        return (self.node_id,) if cordoned else ()
+        return all(os.path.abspath(d) in self.partitions.cordoned_dirs for d in online)
+
+    def report_own_dirs_to(self, report: Callable[[bool], None]) -> None:
+        """A single voter's broker tells its own controller whether its log dirs are all cordoned (its registration
+        holds no log dirs, and it sends no heartbeat, which carries a quorum broker's cordoned dirs): now, whenever
+        its cordoned dirs change (each published image) and whenever a log dir goes offline."""
+        assert self.controller is None, "a quorum member's broker reports its log dirs in its heartbeats"
+        self._report_own_dirs = report
+        self.partitions.on_dirs_offline = lambda _offline: report(self.own_dirs_all_cordoned())
+        report(self.own_dirs_all_cordoned())
 
     def _first_image_published(self) -> None:
         """A quorum member's broker asks to be unfenced once its first image is published (Kafka's broker waits
@@ -765,9 +776,8 @@ class ClusterMetadata:
                 log.info("migrating %d topics of this data directory into the cluster metadata log",
                          sum(1 for r in migrated if r.name == "TopicRecord"))
         # the registration's offset is the broker epoch (one more for a BeginTransactionRecord before it)
-        epoch = self.quorum.committed_end + len(records) + (
-            1 if len(records) + 1 > self.quorum.max_records_per_batch else 0)
-        records.append(self._registration(endpoints, epoch))
+        records.append(own_registration(self.config, endpoints, registration_epoch(
+            self.quorum.committed_end, len(records), self.quorum.max_records_per_batch)))
         if len(records) == 1 and self.partitions.log_dirs[0] in self.partitions.offline_dirs:
             log.warning("not registering this start in the metadata log: its log dir is offline; the previous "
                         "registration stays")
@@ -779,7 +789,7 @@ class ClusterMetadata:
                 raise RuntimeError(exc.message) from None
             log.warning("not registering this start in the metadata log (the previous registration stays): %s",
                         exc.message)
-        elections = self._leaderless_partition_elections()
+        elections = start_elections(self.image, self.config)
         if elections:
             try:
                 self._commit(elections)
@@ -789,30 +799,6 @@ class ClusterMetadata:
                             len(elections), exc.message)
         if migrated_from is not None:
             os.replace(migrated_from, migrated_from + MIGRATED_SUFFIX)
-
-    def _leaderless_partition_elections(self) -> list[MetadataRecord]:
-        """This node is its own controller and registers unfenced: the elections Kafka's controller makes when a
-        broker is unfenced. A node that only ever ran as klog's single node leads every partition already; a data
-        dir Kafka's own combined node left (its controlled shutdown leaves its partitions without a leader, this
-        node in their ELR) is led again."""
-        unclean_default = self.config["unclean.leader.election.enable"]
-        return unfenced_broker_elections(
-            self.image, self.node_id, lambda broker: broker == self.node_id,
-            lambda topic: unclean_election_allowed(self.image, topic, unclean_default),
-            self.config["min.insync.replicas"])
-
-    def _registration(self, endpoints: Mapping[str, tuple[str, int]], broker_epoch: int,
-                      incarnation_id: uuid.UUID | None = None) -> MetadataRecord:
-        protocols = {lst.name: lst.security_protocol for lst in self.config.listeners}
-        return record(
-            "RegisterBrokerRecord", broker_id=self.node_id, incarnation_id=incarnation_id or uuid.uuid4(),
-            broker_epoch=broker_epoch,
-            end_points=[{"name": name, "host": host, "port": port,
-                         "security_protocol": SECURITY_PROTOCOL_IDS.get(protocols.get(name, "PLAINTEXT"), 0)}
-                        for name, (host, port) in endpoints.items()],
-            features=[{"name": name, "min_supported_version": lo, "max_supported_version": hi}
-                      for name, lo, hi in SUPPORTED_FEATURES],
-            rack=self.config["broker.rack"], fenced=False, in_controlled_shutdown=False, log_dirs=[])
 
     def stop_publishing(self) -> None:
         """The broker is stopping: records the quorum commits from now on no longer reach its partitions (a

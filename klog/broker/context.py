@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import os
 import socket
@@ -274,8 +275,10 @@ class BrokerState:
         #: committed through this node's metadata: called in process while this node is the active controller (or
         #: a single voter), else forwarded
         self.controller_apis = ControllerApis(
-            self.metadata, config, decisions=getattr(controller, "decisions", None),
-            cordoned_outside_image=self.metadata.own_node_if_all_dirs_cordoned if controller is None else None)
+            self.metadata, config, decisions=getattr(controller, "decisions", None))
+        if controller is None:   # a single voter: its broker tells its own controller what a heartbeat would
+            self.metadata.report_own_dirs_to(
+                functools.partial(self.controller_apis.topics.report_all_dirs_cordoned, self.node_id))
         #: a single voter's producer ids, from blocks its controller commits
         self.local_producer_ids = LocalProducerIdManager(self._allocate_producer_id_block)
         #: the authorization hook (authorizer.class.name set), None: every request is allowed

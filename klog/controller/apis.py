@@ -260,14 +260,12 @@ class ControllerApis:
     """``config``: the node's configuration (broker defaults for new topics and configs, min.insync.replicas,
     unclean.leader.election.enable)."""
 
-    def __init__(self, quorum: QuorumWriter, config: BrokerConfig, *, decisions: asyncio.Lock | None = None,
-                 cordoned_outside_image: Callable[[MetadataImage], Collection[int]] | None = None) -> None:
+    def __init__(self, quorum: QuorumWriter, config: BrokerConfig, *, decisions: asyncio.Lock | None = None) -> None:
         """``decisions``: the lock of the node's other writers (a quorum member's ``ControllerNode.decisions``,
-        shared with its BrokerLifecycleService), None: a lock of its own (a single voter).
-        ``cordoned_outside_image``: see :class:`TopicControlManager` (a single voter's own node)."""
+        shared with its BrokerLifecycleService), None: a lock of its own (a single voter)."""
         self.quorum = quorum
         self.config = config
-        self.topics = TopicControlManager(config, cordoned_outside_image=cordoned_outside_image)
+        self.topics = TopicControlManager(config)
         self.configs = ConfigControlManager(config, config.node_id)
         #: the write path: one decision at a time, each decided on the image with the previous one's records
         self.writer = MetadataWriter(quorum, decisions)

@@ -30,9 +30,9 @@ from klog.metadata import (
     image_records,
     record,
 )
-from klog.metadata.delta import MetadataChanges
+from klog.metadata.delta import MetadataChanges, replay
 from klog.metadata.features import LATEST_METADATA_VERSION, release_features
-from klog.metadata.image import METADATA_VERSION_FEATURE, ConfigResourceType
+from klog.metadata.image import METADATA_VERSION_FEATURE
 from klog.metadata.records import MAX_RECORDS_PER_BATCH, decode_batches, encode_batch
 from klog.metadata.storage import kafka_uuid, random_kafka_uuid
 
@@ -143,13 +143,9 @@ def bootstrap_records(extra: Sequence[MetadataRecord] = (),
     features = sorted(levels.items(), key=lambda kv: (kv[0] != METADATA_VERSION_FEATURE, kv[0]))
     others = [r for r in extra if r.type != MetadataRecordType.FEATURE_LEVEL_RECORD]
     safety: list[MetadataRecord] = []
-    if levels.get(ELR_FEATURE, 0) >= 1:
-        broker_configs: dict[str, dict[str, str]] = {}
-        for r in others:
-            if r.type == MetadataRecordType.CONFIG_RECORD and r.data.resource_type == ConfigResourceType.BROKER \
-                    and r.data.value is not None:
-                broker_configs.setdefault(r.data.resource_name, {})[r.data.name] = r.data.value
-        safety = elr_safety_records(broker_configs, static_min_insync_replicas)
+    if levels.get(ELR_FEATURE, 0) >= 1:   # the broker configs they set, as the image of them holds them
+        configured, _ = replay(MetadataImage(), [r for r in others if r.type == MetadataRecordType.CONFIG_RECORD])
+        safety = elr_safety_records(configured, static_min_insync_replicas)
     return [*(record("FeatureLevelRecord", name=name, feature_level=level) for name, level in features if level),
             *others, *safety]
 

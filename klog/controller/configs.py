@@ -116,6 +116,30 @@ def _cordoned_subset(new: str | None, current: str | None) -> bool:
     return set(_COMMA_WITH_WHITESPACE.split(new.strip())) <= set(current_entries)
 
 
+def _broker_key(key: str) -> ConfigKey | None:
+    """The schema of broker config ``key``: a listener's TLS setting's (``listener.name.<l>.ssl.*``), else
+    :data:`BROKER_KEYS`' (None: not a broker config klog knows)."""
+    ssl_key = listener_ssl_key(key)
+    return SECURITY_KEYS[ssl_key[1]] if ssl_key is not None else BROKER_KEYS.get(key)
+
+
+def _check_dynamic(resource: str, key: str, spec: ConfigKey | None) -> None:
+    """Why broker config ``key`` (schema ``spec``) cannot be changed on broker resource ``resource`` ("": the
+    cluster default), as a TopicError: a per-broker key or a listener's TLS setting at the cluster level, a
+    listener setting named without its listener, a key that is not dynamic."""
+    listener = listener_ssl_key(key) is not None
+    if resource == "" and (key in PER_BROKER_KEYS or listener):
+        raise TopicError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, broker id "
+                         f"must be specified: {key if listener else f'[{key}]'}")
+    if listener:
+        return
+    if key in STORED_SSL_KEYS:   # Kafka's answer for a listener setting named without its listener
+        raise TopicError(ErrorCode.INVALID_REQUEST, f"{key}: Configs cannot be updated dynamically for "
+                         "existing listeners, restart broker or create a new listener for update")
+    if spec is None or key not in DYNAMIC_BROKER_KEYS:   # not a broker config klog knows
+        raise TopicError(ErrorCode.INVALID_CONFIG, f"{key}: unknown broker config; {_STATIC_BROKER_CONFIGS}")
+
+
 class ConfigControlManager:
     def __init__(self, config: BrokerConfig, node_id: int) -> None:
         self.config = config
@@ -168,8 +192,8 @@ class ConfigControlManager:
 
     def _alter_broker(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage, incremental: bool,
                       forwarded: bool = True) -> list[MetadataRecord]:
-        configs = list(configs)
-        before, after = self.broker_configs_after(name, configs, image, incremental)
+        items = list(configs)
+        before, after = self.broker_configs_after(name, items, image, incremental)
         if before.get(CORDONED_LOG_DIRS) != after.get(CORDONED_LOG_DIRS) \
                 and (image.metadata_version or 0) < MV_CORDONED_LOG_DIRS:
             # Kafka's ConfigurationControlManager.isCordonedLogDirsDisabled: any change of it, a removal too
@@ -181,7 +205,7 @@ class ConfigControlManager:
         if elr_enabled(image):
             # Kafka records every key a broker change names, changed or not (KAFKA-14136), and refuses those
             # records by ELR's min ISR rules; a cluster-level min.insync.replicas set again still clears every ELR
-            named = {item.name for item in configs}
+            named = {item.name for item in items}
             if MIN_ISR_KEY in named | changed:
                 refusal = elr_min_isr_refusal(name, after.get(MIN_ISR_KEY))
                 if refusal is not None:
@@ -199,38 +223,25 @@ class ConfigControlManager:
         if name != "" and not name.isdigit():
             raise TopicError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}")
         items = list(configs)
-        keys: dict[str, ConfigKey] = dict(BROKER_KEYS)
         static = [item.name for item in items if item.name in BROKER_KEYS and item.name not in DYNAMIC_BROKER_KEYS
                   and item.name not in STORED_SSL_KEYS]
         if static:   # Kafka's DynamicBrokerConfig answers a config it cannot change so (INVALID_REQUEST)
             raise TopicError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: "
                              f"[{', '.join(static)}] ({_STATIC_BROKER_CONFIGS})")
-        for item in items:
-            ssl_key = listener_ssl_key(item.name)
-            if item.name in PER_BROKER_KEYS and name == "":
-                raise TopicError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster "
-                                 f"level, broker id must be specified: [{item.name}]")
-            if ssl_key is not None:
-                if name == "":
-                    raise TopicError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster "
-                                     f"level, broker id must be specified: {item.name}")
-                keys[item.name] = SECURITY_KEYS[ssl_key[1]]
-            elif item.name in STORED_SSL_KEYS:   # Kafka's answer for a listener setting named without its listener
-                raise TopicError(ErrorCode.INVALID_REQUEST, f"{item.name}: Configs cannot be updated dynamically for "
-                                 "existing listeners, restart broker or create a new listener for update")
-            elif item.name not in DYNAMIC_BROKER_KEYS:   # not a broker config klog knows
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"{item.name}: unknown broker config; "
-                                 f"{_STATIC_BROKER_CONFIGS}")
         before = dict(image.configs.get((ConfigResourceType.BROKER, name), {}))
+        # the one table of the schemas of the keys the change names and the resource holds
+        keys = {key: spec for key in {*before, *(item.name for item in items)} if (spec := _broker_key(key))}
+        for item in items:
+            _check_dynamic(name, item.name, keys.get(item.name))
         after = self._incremental(before, items, keys) if incremental else self._replaced(items)
         for key, value in after.items():
-            ssl_key = listener_ssl_key(key)
+            spec = keys[key]
             try:
-                (SECURITY_KEYS[ssl_key[1]] if ssl_key is not None else BROKER_KEYS[key]).parse(value)
+                spec.parse(value)
             except ConfigError as exc:
                 # Kafka's DynamicBrokerConfig answers a bad value so (INVALID_REQUEST, KAFKA-13609)
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"Invalid value {value} for configuration "
-                                 f"{key if ssl_key is None else ssl_key[1]}: {exc.reason}") from None
+                                 f"{spec.name}: {exc.reason}") from None
         return before, after
 
     def _alter_client_metrics(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage,

@@ -23,7 +23,7 @@ from klog.metadata.features import (
     supported_features,
 )
 from klog.metadata.config import BrokerConfig
-from klog.metadata.image import ConfigResourceType, MetadataImage
+from klog.metadata.image import MetadataImage
 from klog.metadata.records import MetadataRecord, record
 from klog.protocol.errors import ErrorCode
 
@@ -140,9 +140,7 @@ def update_features(updates: Sequence[FeatureUpdate], image: MetadataImage, *, n
         if update.name != KRAFT_VERSION and update.level != image.features.get(update.name, 0):
             records.append(record("FeatureLevelRecord", name=update.name, feature_level=update.level))
     if any(update.name == ELR_FEATURE and update.level > 0 for update in updates):
-        broker_configs = {name: configs for (rtype, name), configs in image.configs.items()
-                          if rtype == ConfigResourceType.BROKER}
-        records = [*elr_safety_records(broker_configs, static_min_insync_replicas), *records]
+        records = [*elr_safety_records(image, static_min_insync_replicas), *records]
     return ControllerResult([] if validate_only else records, None)
 
 

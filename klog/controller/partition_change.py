@@ -23,7 +23,7 @@ No record when nothing changes.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from klog.metadata.image import NO_LEADER, ConfigResourceType, LeaderRecoveryState, MetadataImage, \
@@ -58,13 +58,14 @@ def elr_enabled(image: MetadataImage) -> bool:
 MIN_ISR_KEY = "min.insync.replicas"
 
 
-def elr_safety_records(broker_configs: Mapping[str, Mapping[str, str]], static_min_insync_replicas: int
-                       ) -> list[MetadataRecord]:
+def elr_safety_records(image: MetadataImage, static_min_insync_replicas: int) -> list[MetadataRecord]:
     """Kafka's ``maybeGenerateElrSafetyRecords``: the ConfigRecords that make it safe to turn ELR on (a new
     cluster's bootstrap records, an UpdateFeatures enabling it): a cluster-level ``min.insync.replicas`` (the
     active controller's static value) when there is none, and every broker-level one removed, so that every node
-    resolves a topic's min ISR as the controller does. ``broker_configs``: broker resource name ("" for the
-    cluster) -> its dynamic configs."""
+    resolves a topic's min ISR as the controller does. ``image``: where the broker resources' dynamic configs are
+    read (a new cluster's: the image of its other bootstrap records)."""
+    broker_configs = {name: configs for (rtype, name), configs in image.configs.items()
+                      if rtype == ConfigResourceType.BROKER}
     out = []
     if MIN_ISR_KEY not in broker_configs.get("", {}):
         out.append(record("ConfigRecord", resource_type=int(ConfigResourceType.BROKER), resource_name="",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from klog.metadata.config import BrokerConfig, ConfigError, validate_topic_configs
+from klog.metadata.features import MV_CORDONED_LOG_DIRS
 from klog.metadata.image import ConfigResourceType, MetadataImage, TopicImage
 from klog.metadata.records import MetadataRecord, record
 from klog.metadata.storage import random_kafka_uuid
@@ -204,6 +205,16 @@ def _first_repeated(indexes: Iterable[int]) -> int | None:
     return None
 
 
+def uncordoned_brokers(image: MetadataImage, brokers: Iterable[int], reported_all_cordoned: Collection[int] = ()
+                       ) -> list[int]:
+    """Kafka's usable brokers for placement (KIP-1066): those of ``brokers`` with a log dir that is not cordoned, by
+    their registration (``BrokerRegistration.hasUncordonedDirs``) and, from metadata.version 4.3-IV0 (before it,
+    brokers report no cordoned dirs), not in ``reported_all_cordoned``: brokers that reported every log dir of
+    theirs cordoned though their registration holds no log dirs (a single voter's own node)."""
+    reported = reported_all_cordoned if (image.metadata_version or 0) >= MV_CORDONED_LOG_DIRS else ()
+    return [b for b in brokers if image.brokers[b].has_uncordoned_dirs() and b not in reported]
+
+
 @dataclass
 class CreatedTopic:
     """One CreateTopics result: ``item``, what goes on the wire (without its v5+ config list, which the
@@ -220,13 +231,13 @@ class TopicControlManager:
 
     def __init__(self, config: BrokerConfig, new_topic_id: Callable[[], uuid.UUID] = random_kafka_uuid, *,
                  max_replication_factor: int = MAX_REPLICATION_FACTOR,
-                 max_partitions_per_cluster: int = MAX_PARTITIONS_PER_CLUSTER,
-                 cordoned_outside_image: Callable[[MetadataImage], Collection[int]] | None = None) -> None:
-        """``cordoned_outside_image``: the brokers whose log dirs are all cordoned though their registration cannot
-        say so (a single voter's own node registers no log dirs); None: none."""
+                 max_partitions_per_cluster: int = MAX_PARTITIONS_PER_CLUSTER) -> None:
         assert max_partitions_per_cluster >= 1, max_partitions_per_cluster
         self.config = config
-        self.cordoned_outside_image = cordoned_outside_image
+        #: the brokers that reported every log dir of theirs cordoned though their registration cannot say so (a
+        #: single voter's own node, which registers no log dirs and sends no heartbeat: its broker reports it with
+        #: :meth:`report_all_dirs_cordoned` as a quorum broker's heartbeat carries its cordoned dirs)
+        self.reported_all_dirs_cordoned: frozenset[int] = frozenset()
         self.max_partitions_per_cluster = max_partitions_per_cluster
         self.new_topic_id = new_topic_id
         #: replicas per partition at most (placement itself stripes any number over the brokers)
@@ -238,10 +249,16 @@ class TopicControlManager:
         them)."""
         return [b.id for b in image.live_brokers() if not b.in_controlled_shutdown]
 
+    def report_all_dirs_cordoned(self, broker_id: int, all_cordoned: bool) -> None:
+        """Broker ``broker_id``, whose registration holds no log dirs, says whether every online log dir of it is
+        cordoned now (:attr:`reported_all_dirs_cordoned`)."""
+        if all_cordoned:
+            self.reported_all_dirs_cordoned |= {broker_id}
+        else:
+            self.reported_all_dirs_cordoned -= {broker_id}
+
     def _uncordoned(self, image: MetadataImage, brokers: list[int]) -> list[int]:
-        """Kafka's usable brokers for placement: those with a log dir that is not cordoned (KIP-1066)."""
-        elsewhere = self.cordoned_outside_image(image) if self.cordoned_outside_image is not None else ()
-        return [b for b in brokers if image.brokers[b].has_uncordoned_dirs() and b not in elsewhere]
+        return uncordoned_brokers(image, brokers, self.reported_all_dirs_cordoned)
 
     @staticmethod
     def _racks(image: MetadataImage) -> dict[int, str | None]:
