@@ -5,7 +5,7 @@ the controller and the Metadata answer names the topic UNKNOWN_TOPIC_OR_PARTITIO
 an internal topic (``__transaction_state``: not COORDINATOR_NOT_AVAILABLE); a request naming it while the creation
 is under way is answered the same, and once the creation is applied the topic is there with its partitions (a
 request right after the first gets one or the other: a race on either broker). An invalid name is
-INVALID_TOPIC_EXCEPTION (17) and not created; ``__cluster_metadata`` is never created (its controller refuses it):
+INVALID_TOPIC_EXCEPTION (17) and not created; ``__cluster_metadata`` is never created:
 UNKNOWN_TOPIC_OR_PARTITION every time. Without allow_auto_topic_creation (v4+) a missing topic is
 UNKNOWN_TOPIC_OR_PARTITION and stays missing. librdkafka's test 0111_delay_create_topics relies on the first answer
 (its producer's first message to an unknown topic fails)."""

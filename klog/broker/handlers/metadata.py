@@ -169,7 +169,7 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Metadat
                 topics.append(_error_entry(name, errors.TOPIC_AUTHORIZATION_FAILED))
                 continue
             topics.append(_error_entry(name, errors.UNKNOWN_TOPIC_OR_PARTITION))
-            if name != METADATA_TOPIC:   # Kafka's controller refuses to create it: the answer stays this one
+            if name != METADATA_TOPIC:   # Kafka never creates it: its answer stays this one
                 pending.append(name)
     include_cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
     response: MetadataResponse = {
