@@ -18,7 +18,7 @@ from klog.protocol import ApiKey, decode_response, encode_request
 from klog.protocol.error_codes import ErrorCode
 from klog.records import decode_batches, encode_batch
 from klog.testing.process import BrokerProcess
-from klog.testing.wire import WireClient
+from klog.testing.wire import WireClient, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -125,9 +125,12 @@ def test_api_versions_rejects_invalid_client_software_name(wire):
 
 def test_metadata_auto_creates_topics_with_num_partitions_and_names_this_broker_controller(broker, wire):
     name = f"auto-{uuid.uuid4().hex[:8]}"
-    response = wire.request(ApiKey.METADATA, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": name}],
-                                                  "allow_auto_topic_creation": True,
-                                                  "include_topic_authorized_operations": False})
+    body = {"topics": [{"topic_id": uuid.UUID(int=0), "name": name}], "allow_auto_topic_creation": True,
+            "include_topic_authorized_operations": False}
+    # the first answer does not wait for the creation it starts (Kafka's: UNKNOWN_TOPIC_OR_PARTITION)
+    assert wire.request(ApiKey.METADATA, 12, body).topics[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
+    response = until(lambda: (answer := wire.request(ApiKey.METADATA, 12, body)).topics[0].error_code == NONE
+                     and answer, f"{name} created")
     assert response.controller_id == 1
     assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(1, "127.0.0.1", broker.port)]
     topic = response.topics[0]

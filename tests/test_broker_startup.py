@@ -13,7 +13,7 @@ from klog.protocol import ApiKey
 from klog.records import encode_batch
 from klog.testing.kafka import free_port
 from klog.testing.process import BrokerProcess, broker_command
-from klog.testing.wire import WireClient, fetch_raw
+from klog.testing.wire import WireClient, fetch_raw, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -64,9 +64,10 @@ def test_kafka_server_properties_file_starts_the_broker(tmp_path):
     broker.config = {}           # everything comes from the file
     with broker:
         with WireClient(broker.host, broker.port) as wire:
-            response = wire.request(ApiKey.METADATA, 9, {"topics": [{"name": "from-file"}],
-                                                         "allow_auto_topic_creation": True})
-            assert len(response.topics[0].partitions) == 3      # num.partitions from the file
+            body = {"topics": [{"name": "from-file"}], "allow_auto_topic_creation": True}
+            # created after the first answer (UNKNOWN_TOPIC_OR_PARTITION, as Kafka's), with num.partitions from the file
+            created = until(lambda: wire.request(ApiKey.METADATA, 9, body).topics[0].partitions, "from-file created")
+            assert len(created) == 3
         assert any("without effect in klog" in line and "num.io.threads" in line for line in broker.lines)
 
 

@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+from klog.client import AdminClient, NewTopic
 from klog.testing.process import BrokerProcess
 from klog.testing.wire import fetch_raw
 
@@ -49,6 +50,10 @@ def test_kcat_reports_the_api_versions_it_detected(broker):
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_kcat_round_trip_keeps_the_codec(broker, codec):
     topic = topic_name()
+    # made first: a topic kcat's producer makes by asking for it is unknown in the first answer (as on Kafka), and
+    # librdkafka 2.0.2 then wrote one batch uncompressed beside the compressed ones (seen with gzip, lz4, zstd)
+    with AdminClient(broker.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])
     lines = "".join(f"key{i}:value {i} {codec}\n" for i in range(50)).encode()
     kcat(broker, "-P", "-t", topic, "-K", ":", "-X", f"compression.codec={codec}", "-X", "linger.ms=50",
          input=lines)

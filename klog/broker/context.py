@@ -286,6 +286,9 @@ class BrokerState:
         #: Metadata answers kept encoded while the image they came from is current; none under an authorizer
         #: (an answer depends on the principal's ACLs then)
         self.metadata_answers: MetadataAnswers | None = MetadataAnswers(self.metadata) if self.access is None else None
+        #: the auto-creations Metadata requests started and not finished, by topic (Kafka's AutoTopicCreationManager
+        #: keeps such an in-flight set: a topic asked for again meanwhile is not sent to the controller again)
+        self._auto_creations: dict[str, asyncio.Task[None]] = {}
         #: the SCRAM credentials of the image's delegation tokens (SCRAM logins with tokenauth=true)
         self.token_credentials = TokenCredentials(token_secret_key(config),
                                                   lambda: self.metadata.image.delegation_tokens,
@@ -688,6 +691,26 @@ class BrokerState:
         code = await self._create_topic_through_controller(CreatableTopic(name), AUTO_CREATE_TIMEOUT_MS)
         return 0 if code == TOPIC_ALREADY_EXISTS else code   # created meanwhile
 
+    def start_auto_create_topic(self, name: str) -> None:
+        """Start the auto-creation of ``name`` (:meth:`auto_create_topic_async`) without waiting for it, unless one
+        is under way, as Kafka's broker sends the CreateTopics to the controller and answers the Metadata request
+        at once: its client asks again until the topic is there. On the event loop."""
+        if name in self._auto_creations:
+            return
+        task = asyncio.get_running_loop().create_task(self._auto_create(name), name=f"auto-create-{name}")
+        self._auto_creations[name] = task
+        task.add_done_callback(lambda _: self._auto_creations.pop(name, None))
+
+    async def _auto_create(self, name: str) -> None:
+        try:
+            code = await self.auto_create_topic_async(name)
+        except Exception as exc:  # noqa: BLE001 - no one awaits it: said, and the next Metadata request tries again
+            log.warning("auto-creating topic %s failed: %s", name, exc)
+            return
+        if code:
+            log.info("auto-creating topic %s: error code %d; the next Metadata request naming it tries again", name,
+                     code)
+
     async def create_topic_async(self, name: str, num_partitions: int, replication_factor: int,
                                  configs: dict[str, str]) -> int:
         """Create an ordinary topic through the controller (a streams group's repartition and changelog topics,
@@ -714,6 +737,8 @@ class BrokerState:
         return int(first["error_code"] if isinstance(first, dict) else first.error_code)
 
     def close(self) -> None:
+        for task in list(self._auto_creations.values()):
+            task.cancel()
         try:
             self.save_producer_state()
         except OSError as exc:

@@ -271,6 +271,8 @@ class PartitionManager:
         batches, never from its own log end). ``log_dir``: the log dir a new log is made in (see
         :meth:`placement`; None: the native LogManager's choice); an existing log stays where it is."""
         key = (topic, partition)
+        if topic_id is not None:
+            self._set_aside_stray_log(topic, partition, topic_id)
         if log_dir is not None and self.log_manager.get(topic, partition) is None:
             log_ = self.log_manager.create(topic, partition, log_config, log_dir=log_dir)
             if self.preferred_dirs.pop(key, None) is not None:   # satisfied (Kafka's getOrCreateLog)
@@ -287,6 +289,28 @@ class PartitionManager:
         if leader and (not entries or max(e for e, _ in entries) < leader_epoch):
             log_.assign_epoch_start(leader_epoch)
         return log_   # opened with HW = log end; the replica manager sets it once the image says who leads
+
+    def _set_aside_stray_log(self, topic: str, partition: int, topic_id: uuid.UUID) -> None:
+        """Kafka's stray log (KRaft): a log of ``topic``-``partition`` on disk whose ``partition.metadata`` names
+        another topic id than ``topic_id``, the image's (the topic was deleted and created again while this
+        broker was down, or the directory came from another cluster), is not served: its directory is renamed
+        ``<topic>-<partition>.<id>-stray`` with its files kept (a start skips it; never deleted by the broker, as
+        Kafka's) and the partition is served from a new empty log. A file that cannot be read leaves the log as
+        it is (:meth:`_assign_topic_id` says so)."""
+        found = self.log_manager.get(topic, partition)
+        if found is None:
+            return
+        try:
+            recorded = found.recorded_topic_id()
+        except self._native.CorruptLogError:
+            return
+        if recorded is None or recorded == kafka_uuid(topic_id):
+            return
+        where = found.dir
+        renamed = self.log_manager.mark_stray(topic, partition)
+        log.warning("Log of %s-%d in %s names topic id %s in its partition.metadata, the metadata has %s for "
+                    "topic %s: marked stray and renamed to %s; the partition is served from a new log",
+                    topic, partition, where, recorded, kafka_uuid(topic_id), topic, renamed)
 
     def _assign_topic_id(self, log_: Any, topic: str, partition: int, topic_id: uuid.UUID) -> None:
         """Kafka's ``partition.metadata`` (KIP-516) in the log's directory, which a Kafka broker started on this data

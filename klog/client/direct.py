@@ -189,7 +189,8 @@ class AsyncDirectClient:
         """Metadata of exactly ``topics`` (None: every topic), as the broker answered. Asked again, up to
         ``retries`` times, while a partition has no leader (an election is running; the last answer is returned
         then) or no broker answers (then the last error is raised). ``allow_auto_create`` lets the broker create
-        missing topics, as a producer's lookup does."""
+        missing topics, as a producer's lookup does: a topic it answers UNKNOWN_TOPIC_OR_PARTITION is then asked
+        for again as well (the broker answers before the creation it started is applied, as Kafka's does)."""
         wanted = None if topics is None else sorted(set(topics))
         last: KafkaError | None = None
         for attempt in range(self.attempts):
@@ -202,7 +203,8 @@ class AsyncDirectClient:
                 last = e
                 continue
             electing = ErrorCode.LEADER_NOT_AVAILABLE in md.topic_errors.values() or any(
-                p.leader < 0 for t in md.topics.values() for p in t.partitions.values())
+                p.leader < 0 for t in md.topics.values() for p in t.partitions.values()) or (
+                allow_auto_create and ErrorCode.UNKNOWN_TOPIC_OR_PARTITION in md.topic_errors.values())
             if not electing or attempt == self.attempts - 1:
                 return md
         assert last is not None

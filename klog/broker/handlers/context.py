@@ -123,6 +123,7 @@ class HandlerBroker(Protocol):
         """Advertised port of the first listener."""
         ...
 
-    async def auto_create_topic_async(self, name: str) -> int:
-        """Create ``name`` with the broker defaults (Metadata's allow_auto_topic_creation); a Kafka error code."""
+    def start_auto_create_topic(self, name: str) -> None:
+        """Start creating ``name`` with the broker defaults (Metadata's allow_auto_topic_creation) without waiting
+        for it, unless that is under way."""
         ...

@@ -1,4 +1,5 @@
-"""Metadata (3): brokers, controller, topics with partitions, all from the metadata image; auto-creates topics.
+"""Metadata (3): brokers, controller, topics with partitions, all from the metadata image; starts auto-creating
+topics (the answer does not wait for them, as Kafka's).
 
 Its answers are kept encoded and given again (klog/broker/metadata_answers.py) while the image's topics and brokers
 are unchanged: an answer that comes to depend on anything else (a config, the client) must say so there."""
@@ -12,6 +13,7 @@ from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.controller.topics import TopicError, is_internal, validate_topic_name
+from klog.metadata.storage import METADATA_TOPIC
 
 if TYPE_CHECKING:
     from klog.metadata.image import MetadataImage, PartitionRegistration, TopicImage
@@ -96,34 +98,27 @@ def _invalid_request(requested: list[MetadataRequestTopic]) -> MetadataResponse:
             "cluster_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED, "error_code": errors.NONE}
 
 
-def _created_entry(broker: HandlerBroker, ctx: RequestContext, name: str, include_ops: bool) -> MetadataResponseTopic:
-    if broker.metadata.topic(name) is not None:
-        return topic_entry(broker, ctx, name, include_ops)
-    return _error_entry(name, errors.LEADER_NOT_AVAILABLE)
-
-
-async def _auto_create(broker: HandlerBroker, ctx: RequestContext, response: MetadataResponse,
-                       topics: list[MetadataResponseTopic], pending: list[tuple[int, str]], include_ops: bool
-                       ) -> MetadataResponse:
-    """Create the ``pending`` (index in ``topics``, name) topics, then fill in their entries of ``topics`` (the
-    response's topic list)."""
-    for index, name in pending:
-        code = await broker.auto_create_topic_async(name)   # 0 also when another request created it meanwhile
-        topics[index] = _error_entry(name, code) if code else _created_entry(broker, ctx, name, include_ops)
+async def _auto_create(broker: HandlerBroker, response: MetadataResponse, pending: list[str]) -> MetadataResponse:
+    """Start the auto-creation of the ``pending`` topics and answer at once, without them (Kafka's
+    AutoTopicCreationManager: the CreateTopics goes to the controller, the answer names each
+    UNKNOWN_TOPIC_OR_PARTITION, the client asks again). A coroutine, so that the answer, which starts something,
+    is never kept encoded and given again (klog/broker/metadata_answers.py)."""
+    for name in pending:
+        broker.start_auto_create_topic(name)
     return response
 
 
 @handler(3, 0, 13)
 def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: MetadataRequest
                     ) -> MetadataResponse | Coroutine[Any, Any, MetadataResponse]:
-    """Answers at once, except when topics are auto-created: then it returns a coroutine (the server awaits
-    it) that makes their files in a worker thread, so the common Metadata request stays synchronous."""
+    """Answers at once; when it starts auto-creating topics, the answer comes from a coroutine (the server
+    awaits it), which is never kept encoded."""
     version = ctx.api_version
     include_topic_ops = bool(getattr(request, "include_topic_authorized_operations", False))
     requested = request.topics
     metadata = broker.metadata
     topics: list[MetadataResponseTopic] = []
-    pending: list[tuple[int, str]] = []
+    pending: list[str] = []
     if requested and version < FIRST_TOPIC_ID_VERSION and any(item.name is None for item in requested):
         return _invalid_request(requested)
     if requested is None or (version == 0 and not requested):
@@ -173,8 +168,9 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Metadat
                     or authz.allowed(broker, ctx, authz.AclOperation.CREATE, _TOPIC, name)):
                 topics.append(_error_entry(name, errors.TOPIC_AUTHORIZATION_FAILED))
                 continue
-            pending.append((len(topics), name))
-            topics.append(_error_entry(name, errors.LEADER_NOT_AVAILABLE))   # replaced once created
+            topics.append(_error_entry(name, errors.UNKNOWN_TOPIC_OR_PARTITION))
+            if name != METADATA_TOPIC:   # Kafka never creates it: its answer stays this one
+                pending.append(name)
     include_cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
     response: MetadataResponse = {
         "throttle_time_ms": 0,
@@ -187,7 +183,7 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Metadat
         "error_code": errors.NONE,
     }
     if pending:
-        return _auto_create(broker, ctx, response, topics, pending, include_topic_ops)
+        return _auto_create(broker, response, pending)
     return response
 
 

@@ -914,6 +914,13 @@ impl PyPartitionLog {
         run(py, move || log.assign_topic_id(&topic_id))
     }
 
+    /// The topic id (Kafka's base64 form) the log directory's `partition.metadata` names; None without
+    /// the file (CorruptLogError when it cannot be read as one).
+    fn recorded_topic_id(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        let log = self.log.clone();
+        run(py, move || log.recorded_topic_id())
+    }
+
     fn leader_epoch_entries(&self) -> PyResult<Vec<(i32, i64)>> {
         self.log.leader_epoch_entries().map_err(err)
     }
@@ -1063,6 +1070,14 @@ impl PyLogManager {
     fn delete_partition(&self, py: Python<'_>, topic: String, partition: i32) -> PyResult<bool> {
         let mgr = self.mgr.clone();
         run(py, move || mgr.delete_partition(&topic, partition))
+    }
+
+    /// Stop serving one partition's log and rename its directory `<topic>-<p>.<id>-stray`, its files
+    /// kept (a stray log, as Kafka's); the renamed directory, None when the log was not open.
+    fn mark_stray(&self, py: Python<'_>, topic: String, partition: i32) -> PyResult<Option<String>> {
+        let mgr = self.mgr.clone();
+        let renamed = run(py, move || mgr.mark_stray(&topic, partition))?;
+        Ok(renamed.map(|p| p.to_string_lossy().into_owned()))
     }
 
     /// One copy pass of at most about `max_bytes` of a move of the partition's log into `future`

@@ -646,6 +646,25 @@ impl LogManager {
         Ok(self.delete_where(|t, p| t == topic && p == partition)? > 0)
     }
 
+    /// Stop serving one partition's log and rename its directory `<topic>-<partition>.<id>-stray`,
+    /// its files kept (Kafka's stray log: its `partition.metadata` names another topic id than the
+    /// cluster's metadata); returns the renamed directory, None when the log was not open.
+    pub fn mark_stray(&self, topic: &str, partition: i32) -> StorageResult<Option<PathBuf>> {
+        self.check_open()?;
+        let key: TopicPartition = (topic.to_owned(), partition);
+        let Some((d, log)) = self.shared.logs.lock().unwrap_or_else(|p| p.into_inner()).remove(&key) else {
+            return Ok(None);
+        };
+        log.set_log_start_hook(None);
+        log.set_recovery_point_lowered_hook(None);
+        let renamed = log.rename_stray()?;
+        self.shared.write_or_offline(d, || {
+            self.shared.write_recovery_point_checkpoint(d)?;
+            self.shared.write_log_start_checkpoint(d)
+        });
+        Ok(renamed)
+    }
+
     fn delete_where(&self, doomed: impl Fn(&str, i32) -> bool) -> StorageResult<usize> {
         self.check_open()?;
         let victims: Vec<(TopicPartition, usize, Arc<PartitionLog>)> = {
@@ -895,6 +914,33 @@ mod tests {
         log.append(&batch(), 0, 0).unwrap();
         assert_eq!(log.log_end_offset(), 51);
         drop(log);
+        mgr.close().unwrap();
+    }
+
+    #[test]
+    fn a_stray_log_is_renamed_with_its_files_kept_and_skipped_by_the_next_start() {
+        use crate::batch::records::{BatchWriter, EncodeOptions};
+        let tmp = super::super::test_dir::TempDir::new("stray");
+        let dir = tmp.0.join("a");
+        let mgr = LogManager::open(std::slice::from_ref(&dir), LogConfig::default()).unwrap();
+        let log = mgr.create("t", 0, None).unwrap();
+        let mut w = BatchWriter::new(EncodeOptions::default());
+        w.append::<&[u8], &[u8]>(0, None, Some(b"v"), &[]).unwrap();
+        log.append(&w.finish().unwrap(), 0, 0).unwrap();
+        drop(log);
+        let stray = mgr.mark_stray("t", 0).unwrap().expect("renamed");
+        let name = stray.file_name().unwrap().to_str().unwrap().to_owned();
+        assert!(name.starts_with("t-0.") && name.ends_with("-stray") && name.len() == "t-0.".len() + 32 + 6, "{name}");
+        assert!(fs::metadata(stray.join("00000000000000000000.log")).unwrap().len() > 0);
+        assert!(mgr.get("t", 0).is_none());
+        assert_eq!(mgr.mark_stray("t", 0).unwrap(), None);
+        // the partition gets a new, empty log beside it
+        assert_eq!(mgr.create("t", 0, None).unwrap().log_end_offset(), 0);
+        mgr.close().unwrap();
+        let mgr = LogManager::open(std::slice::from_ref(&dir), LogConfig::default()).unwrap();
+        assert_eq!(mgr.partitions(), vec![("t".to_owned(), 0)]);
+        assert_eq!(mgr.get("t", 0).unwrap().log_end_offset(), 0);
+        assert!(stray.is_dir());
         mgr.close().unwrap();
     }
 

@@ -622,6 +622,11 @@ impl PartitionLog {
         super::partition_metadata::assign_topic_id(&self.dir(), topic_id)
     }
 
+    /// The topic id this log's `partition.metadata` names; None without the file.
+    pub fn recorded_topic_id(&self) -> StorageResult<Option<String>> {
+        super::partition_metadata::read_topic_id(&self.dir())
+    }
+
     pub fn dir(&self) -> PathBuf {
         self.dir.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -1882,25 +1887,38 @@ impl PartitionLog {
     /// Returns the renamed directory and the log's `file.delete.delay.ms`, after which the caller
     /// removes it; None when the directory was already gone.
     pub fn rename_for_delete(&self) -> StorageResult<Option<(PathBuf, i64)>> {
-        let delay = {
+        let delay = self.state.lock().unwrap_or_else(|p| p.into_inner()).config.file_delete_delay_ms;
+        Ok(self.close_and_rename("delete", "rename for delete")?.map(|target| (target, delay)))
+    }
+
+    /// Close the log and rename its directory `<dir>.<id>-stray`, its files kept (Kafka's
+    /// `LogManager` with a log whose `partition.metadata` names another topic id than the
+    /// metadata's): a start skips it. Returns the renamed directory; None when it was already gone.
+    pub fn rename_stray(&self) -> StorageResult<Option<PathBuf>> {
+        self.close_and_rename("stray", "rename stray log")
+    }
+
+    /// Close the log and rename its directory `<dir>.<id>-<suffix>` (`id`: 32 hex digits, the
+    /// form of Kafka's dashless random UUID).
+    fn close_and_rename(&self, suffix: &str, op: &'static str) -> StorageResult<Option<PathBuf>> {
+        {
             let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
             st.segments.clear();
             st.pending_deletes.clear(); // inside the directory: they go with it
             st.closed = true;
-            st.config.file_delete_delay_ms
-        };
+        }
         let name = self.dir().file_name().and_then(|n| n.to_str()).unwrap_or("partition").to_owned();
         let id = format!("{:032x}", (now_ms() as u128) << 64 | std::process::id() as u128 ^ (self as *const _ as u128));
-        let target = self.dir().with_file_name(format!("{name}.{id}-delete"));
-        match fs::rename(&self.dir(), &target) {
+        let target = self.dir().with_file_name(format!("{name}.{id}-{suffix}"));
+        match fs::rename(self.dir(), &target) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e).ctx("rename for delete", &self.dir()),
+            Err(e) => return Err(e).ctx(op, &self.dir()),
         }
         if let Some(parent) = target.parent() {
             let _ = fsync_dir(parent);
         }
-        Ok(Some((target, delay)))
+        Ok(Some(target))
     }
 }
 
