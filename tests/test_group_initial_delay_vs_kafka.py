@@ -43,7 +43,7 @@ PROPERTIES = {"num.partitions": 2, "offsets.topic.num.partitions": 1, "group.ini
 JOIN, HEARTBEAT, SYNC = 11, 12, 14
 
 
-@pytest.fixture(scope="module", params=["klog", "kafka"])
+@pytest.fixture(scope="module", params=["klog", pytest.param("kafka", marks=pytest.mark.java)])
 def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root: Path = tmp_path_factory.mktemp(f"initial-delay-{request.param}")
     with one_broker(request.param, root, PROPERTIES) as bootstrap:
