@@ -76,6 +76,16 @@ def test_stale_leader_epoch_is_fenced() -> None:
     assert partition_error(result) == ErrorCode.FENCED_LEADER_EPOCH and not result.records
 
 
+def test_a_deposed_leaders_isr_change_is_fenced_not_invalid() -> None:
+    """Kafka checks the leader epoch before the leader: broker 2, deposed (the leadership moved to 1 in epoch 7)
+    while its ISR shrink of epoch 6 was on the way, hears FENCED_LEADER_EPOCH (seed 308 of the fault harness
+    caught klog answering INVALID_REQUEST). At the current epoch a non-leader is still an invalid request."""
+    result = alter_partition(request(3, isr=[2, 3], broker=2, leader_epoch=6), 3, cluster())
+    assert partition_error(result) == ErrorCode.FENCED_LEADER_EPOCH and not result.records
+    assert partition_error(alter_partition(request(3, isr=[2, 3], broker=2), 3, cluster())) \
+        == ErrorCode.INVALID_REQUEST
+
+
 def test_epochs_newer_than_the_controllers_image_are_not_controller() -> None:
     assert partition_error(alter_partition(request(3, isr=[1, 2], leader_epoch=8), 3, cluster())) \
         == ErrorCode.NOT_CONTROLLER

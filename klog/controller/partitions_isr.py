@@ -13,8 +13,9 @@ Checks, in Kafka's order:
 - a topic id (v2+) or name (v0-1) not in the image: UNKNOWN_TOPIC_ID (UNKNOWN_TOPIC_OR_PARTITION before v2);
   a partition not in it: UNKNOWN_TOPIC_OR_PARTITION;
 - a leader or partition epoch *newer* than the image's: NOT_CONTROLLER (this controller is behind: the leader
-  should find the new one); the requester not the leader: INVALID_REQUEST; an older leader epoch:
-  FENCED_LEADER_EPOCH; an older partition epoch: INVALID_UPDATE_VERSION;
+  should find the new one); an older leader epoch: FENCED_LEADER_EPOCH (a leader deposed while its ISR change was
+  on the way hears this, not INVALID_REQUEST); the requester not the leader: INVALID_REQUEST; an older partition
+  epoch: INVALID_UPDATE_VERSION;
 - the new ISR must be distinct assigned replicas holding the leader, and RECOVERING only with an ISR of one and
   never going back from RECOVERED: else INVALID_REQUEST;
 - every member other than the leader must be registered, unfenced, not in controlled shutdown and (v3, when the
@@ -72,10 +73,10 @@ def _validate(broker_id: int, p: PartitionRegistration, data: AlterPartitionRequ
               image: MetadataImage) -> int:
     if data.leader_epoch > p.leader_epoch or data.partition_epoch > p.partition_epoch:
         return int(ErrorCode.NOT_CONTROLLER)
+    if data.leader_epoch < p.leader_epoch:
+        return int(ErrorCode.FENCED_LEADER_EPOCH)   # before the leader check: a deposed leader is fenced
     if broker_id != p.leader:
         return int(ErrorCode.INVALID_REQUEST)
-    if data.leader_epoch < p.leader_epoch:
-        return int(ErrorCode.FENCED_LEADER_EPOCH)
     if data.partition_epoch < p.partition_epoch:
         return int(ErrorCode.INVALID_UPDATE_VERSION)
     ids = [b for b, _ in new_isr]
