@@ -259,9 +259,7 @@ class BrokerState:
         self.transactions = LazyTransactionCoordinator(
             lambda: create_transaction_coordinator(self),
             lambda: self.metadata.topic(TRANSACTION_STATE_TOPIC) is not None)
-        share_finder = ShareCoordinatorFinder(
-            self, self.share_partitions.store,
-            lambda: self.metadata.image.features.get(SHARE_VERSION, 0) >= 1)
+        share_finder = ShareCoordinatorFinder(self, self.share_partitions.store, self.share_groups_enabled)
         self.coordinator = GroupCoordinator(self, other_key_types={KEY_TYPE_TRANSACTION: self.transactions.runtime,
                                                                    KEY_TYPE_SHARE: share_finder})
         #: called after each image published, after the coordinators (the native front re-reads the client
@@ -544,6 +542,10 @@ class BrokerState:
     @property
     def log_manager(self) -> Any:
         return self.partitions.log_manager
+
+    def share_groups_enabled(self) -> bool:
+        """The cluster finalized share.version 1 (its share coordinator answers FindCoordinator key type 2)."""
+        return self.metadata.image.features.get(SHARE_VERSION, 0) >= 1
 
     def ensure_internal_topic(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
         """``topic`` exists (it is created by :meth:`ensure_internal_topic_async`, a write that waits); OSError

@@ -49,7 +49,7 @@ import time
 import struct
 import uuid
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import itemgetter
 from types import SimpleNamespace
@@ -117,7 +117,7 @@ class ShareCoordinatorFinder:
     (with its spec); INVALID_REQUEST without a message while share groups are not enabled (share.version 0), as
     Kafka 4.3 answers."""
 
-    def __init__(self, context: Any, store: ShareStateStore, enabled: Any) -> None:
+    def __init__(self, context: Any, store: ShareStateStore, enabled: Callable[[], bool]) -> None:
         self.context = context
         self.store = store
         self.enabled = enabled
