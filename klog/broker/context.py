@@ -29,10 +29,10 @@ from klog.broker.metadata_answers import MetadataAnswers
 from klog.broker.quotas import QuotaControl, quota_control
 from klog.broker.share_partitions import SharePartitionManager
 from klog.broker.security import InterBrokerConnector
-from klog.broker.share_state import ShareStateStore
+from klog.broker.share_state import ShareCoordinatorFinder, ShareStateStore
 from klog.broker.forwarding import ControllerForwarder
 from klog.broker.groups import GroupCoordinator
-from klog.broker.groups.coordinator import KEY_TYPE_TRANSACTION
+from klog.broker.groups.coordinator import KEY_TYPE_SHARE, KEY_TYPE_TRANSACTION
 from klog.broker.handlers.transactions import create_transaction_coordinator
 from klog.broker.transactions.lazy import TRANSACTION_STATE_TOPIC, LazyTransactionCoordinator
 from klog.broker.partitions import PartitionManager
@@ -49,7 +49,8 @@ from klog.broker.producer_state import (
 from klog.broker.replication.manager import ReplicaManager, monotonic_ms
 from klog.broker.replication.throttle import ReplicationThrottle
 from klog.controller.apis import ControllerApis
-from klog.controller.topics import CreatableTopic, TopicError
+from klog.controller.topics import CreatableTopic, TopicError, internal_topic_spec, is_internal
+from klog.metadata.features import SHARE_VERSION
 from klog.metadata.storage import METADATA_TOPIC
 from klog.protocol.errors import ErrorCode, error_info
 from klog.security.tokens import TokenCredentials, token_secret_key
@@ -258,7 +259,9 @@ class BrokerState:
         self.transactions = LazyTransactionCoordinator(
             lambda: create_transaction_coordinator(self),
             lambda: self.metadata.topic(TRANSACTION_STATE_TOPIC) is not None)
-        self.coordinator = GroupCoordinator(self, other_key_types={KEY_TYPE_TRANSACTION: self.transactions.runtime})
+        share_finder = ShareCoordinatorFinder(self, self.share_partitions.store, self.share_groups_enabled)
+        self.coordinator = GroupCoordinator(self, other_key_types={KEY_TYPE_TRANSACTION: self.transactions.runtime,
+                                                                   KEY_TYPE_SHARE: share_finder})
         #: called after each image published, after the coordinators (the native front re-reads the client
         #: quotas: a quota set while it holds connections applies to their next request, as in Kafka)
         self.after_publish: list[Callable[[], object]] = []
@@ -540,6 +543,10 @@ class BrokerState:
     def log_manager(self) -> Any:
         return self.partitions.log_manager
 
+    def share_groups_enabled(self) -> bool:
+        """The cluster finalized share.version 1 (its share coordinator answers FindCoordinator key type 2)."""
+        return self.metadata.image.features.get(SHARE_VERSION, 0) >= 1
+
     def ensure_internal_topic(self, topic: str, num_partitions: int, configs: dict[str, str]) -> None:
         """``topic`` exists (it is created by :meth:`ensure_internal_topic_async`, a write that waits); OSError
         while it does not."""
@@ -591,9 +598,9 @@ class BrokerState:
         if self.metadata.topic(topic) is not None:
             return
         controller = self.metadata.controller
-        # the topic's replication factor setting (offsets.topic.* or transaction.state.log.*), capped by the
-        # controller at the brokers there are
-        wanted = self.config["offsets.topic.replication.factor"] if replication_factor is None else replication_factor
+        # the topic's replication factor setting (its spec's), capped by the controller at the brokers there are
+        wanted = internal_topic_spec(topic, self.config).replication_factor if replication_factor is None \
+            else replication_factor
         if controller is None:   # a single voter decides it
             try:
                 code = await self.controller_apis.create_internal_topic(topic, num_partitions, wanted, configs)
@@ -680,11 +687,13 @@ class BrokerState:
     async def auto_create_topic_async(self, name: str) -> int:
         """Create ``name`` with the broker defaults, the file-system work in a worker thread; returns a Kafka
         error code (0 on success)."""
-        offsets_topic = getattr(self.coordinator, "topic", None)
-        if offsets_topic is not None and name == offsets_topic.TOPIC:
-            # Kafka creates its internal topic with the offsets.topic.* settings
+        if is_internal(name):
+            # Kafka's AutoTopicCreationManager creates an internal topic with its coordinator's spec (its own
+            # partitions, replication factor and configs), never the broker defaults
+            spec = internal_topic_spec(name, self.config)
             try:
-                await offsets_topic.ensure_topic_async()
+                await self.ensure_internal_topic_async(name, spec.num_partitions, dict(spec.configs),
+                                                       replication_factor=spec.replication_factor)
             except OSError:
                 return COORDINATOR_NOT_AVAILABLE   # the client asks again
             return 0

@@ -49,13 +49,14 @@ import time
 import struct
 import uuid
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import itemgetter
 from types import SimpleNamespace
 from typing import Any
 
 from klog.broker.coordinator.runtime import CoordinatorLog, replication_error_code, storage_error_code
+from klog.controller.topics import internal_topic_spec
 from klog.broker.share_partitions import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, SharePartition
 from klog.protocol.data import (
     SHARE_SNAPSHOT_KEY_SCHEMA, SHARE_SNAPSHOT_VALUE_SCHEMA, SHARE_UPDATE_KEY_SCHEMA, SHARE_UPDATE_VALUE_SCHEMA,
@@ -108,6 +109,35 @@ def coordinator_key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
     is url-safe base64 without padding)."""
     tid = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
     return f"{group_id}:{tid}:{partition}"
+
+
+class ShareCoordinatorFinder:
+    """FindCoordinator for a share-partition key (key type 2, ``group:topicId:partition``, KIP-932): the leader of
+    its ``__share_group_state`` partition, the topic created on first use as a group's or a transactional id's is
+    (with its spec); INVALID_REQUEST without a message while share groups are not enabled (share.version 0), as
+    Kafka 4.3 answers."""
+
+    def __init__(self, context: Any, store: ShareStateStore, enabled: Callable[[], bool]) -> None:
+        self.context = context
+        self.store = store
+        self.enabled = enabled
+
+    async def coordinator_for(self, key: str, listener: str | None) -> tuple[int, str | None, tuple[int, str, int]]:
+        none = (-1, "", -1)
+        if not self.enabled():
+            return ErrorCode.INVALID_REQUEST, "", none
+        parts = key.split(":")
+        if len(parts) != 3 or not parts[0] or not parts[2].isdigit():
+            return ErrorCode.INVALID_REQUEST, f"Invalid coordinator key: {key}", none
+        try:
+            await self.store.ensure_topic_async()
+        except OSError as exc:   # not created yet: the client asks again
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), none
+        partition = self.store.partition_for(key)
+        found = self.context.partition_leader_endpoint(TOPIC, partition, listener or self.context.listener_name)
+        if found is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TOPIC}-{partition} has no live leader", none
+        return ErrorCode.NONE, None, found
 
 
 def state_batches(sp: SharePartition) -> list[dict[str, int]]:
@@ -421,12 +451,8 @@ class ShareStateStore(CoordinatorLog):
     TOPIC = TOPIC
 
     def __init__(self, context: Any, config: Any) -> None:
-        super().__init__(context, int(config["share.coordinator.state.topic.num.partitions"]),
-                         int(config["share.coordinator.state.topic.segment.bytes"]),
-                         int(config["share.coordinator.state.topic.compression.codec"]),
-                         int(config["share.coordinator.load.buffer.size"]),
-                         replication_factor=int(config["share.coordinator.state.topic.replication.factor"]),
-                         min_insync_replicas=int(config["share.coordinator.state.topic.min.isr"]))
+        super().__init__(context, internal_topic_spec(TOPIC, config), int(config["share.coordinator.state.topic.compression.codec"]),
+                         int(config["share.coordinator.load.buffer.size"]))
         self.write_timeout_ms = int(config["share.coordinator.write.timeout.ms"])
         #: ShareUpdate records written between two ShareSnapshots of a share-partition
         self.updates_per_snapshot = int(config["share.coordinator.snapshot.update.records.per.snapshot"])
@@ -445,15 +471,6 @@ class ShareStateStore(CoordinatorLog):
         self._connections: dict[tuple[int, str, int], Any] = {}
         #: state writes answered (snapshots and updates; tests read it)
         self.snapshots_written = 0
-
-    def configs(self) -> dict[str, str]:
-        """Kafka 4.3's ``ShareCoordinatorService.shareGroupStateTopicConfigs``: a deleting topic whose records never
-        expire by time (the share coordinator prunes it)."""
-        configs = {"cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer",
-                   "segment.bytes": str(self.segment_bytes)}
-        if self.min_insync_replicas is not None:
-            configs["min.insync.replicas"] = str(self.min_insync_replicas)
-        return configs
 
     def compacted(self) -> bool:
         """The state topic is compacted: an earlier klog created it so (its ShareUpdates then carry every change since

@@ -28,7 +28,7 @@ from klog.metadata.config import BrokerConfig, ConfigError, validate_topic_confi
 from klog.metadata.features import MV_CORDONED_LOG_DIRS
 from klog.metadata.image import ConfigResourceType, MetadataImage, TopicImage
 from klog.metadata.records import MetadataRecord, record
-from klog.metadata.storage import random_kafka_uuid
+from klog.metadata.storage import METADATA_TOPIC, random_kafka_uuid
 from klog.protocol.errors import ErrorCode
 
 from .directories import placement_directories
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INTERNAL_TOPICS",
+    "InternalTopicSpec",
     "MAX_PARTITIONS_PER_CLUSTER",
     "MAX_PARTITIONS_PER_TOPIC",
     "TOPIC_NAME_MAX_LENGTH",
@@ -53,6 +54,7 @@ __all__ = [
     "TopicControlManager",
     "PlacementError",
     "TopicError",
+    "internal_topic_spec",
     "is_internal",
     "place_replicas",
     "validate_topic_name",
@@ -69,6 +71,49 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 MAX_PARTITIONS_PER_CLUSTER = 200_000
 #: Kafka's internal topics (``Topic.isInternal``): not deletable by clients, Metadata's IsInternal.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+@dataclass(frozen=True)
+class InternalTopicSpec:
+    """How an internal topic is created, whoever creates it (its coordinator's FindCoordinator or first write, a
+    Metadata request auto-creating it): its partitions, replication factor (capped at the live brokers by the
+    controller) and topic configs."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: Mapping[str, str]
+
+
+def internal_topic_spec(name: str, config: Mapping[str, object]) -> InternalTopicSpec:
+    """The one place deciding an internal topic's spec from the broker ``config`` (Kafka's names), as Kafka 4.3's
+    coordinators do (GroupCoordinatorService.groupMetadataTopicConfigs, TransactionStateManager.transactionTopicConfigs,
+    ShareCoordinatorService.shareGroupStateTopicConfigs, which its AutoTopicCreationManager uses too); KeyError
+    for a name not in INTERNAL_TOPICS."""
+    def setting(key: str) -> int:
+        return int(str(config[key]))
+
+    if name == "__consumer_offsets":
+        return InternalTopicSpec(name, setting("offsets.topic.num.partitions"),
+                                 setting("offsets.topic.replication.factor"),
+                                 {"cleanup.policy": "compact", "compression.type": "producer",
+                                  "segment.bytes": str(setting("offsets.topic.segment.bytes"))})
+    if name == "__transaction_state":
+        return InternalTopicSpec(name, setting("transaction.state.log.num.partitions"),
+                                 setting("transaction.state.log.replication.factor"),
+                                 {"unclean.leader.election.enable": "false", "compression.type": "uncompressed",
+                                  "cleanup.policy": "compact",
+                                  "min.insync.replicas": str(setting("transaction.state.log.min.isr")),
+                                  "segment.bytes": str(setting("transaction.state.log.segment.bytes"))})
+    if name == "__share_group_state":
+        # a deleting topic whose records never expire by time (the share coordinator prunes it)
+        return InternalTopicSpec(name, setting("share.coordinator.state.topic.num.partitions"),
+                                 setting("share.coordinator.state.topic.replication.factor"),
+                                 {"cleanup.policy": "delete", "compression.type": "producer",
+                                  "segment.bytes": str(setting("share.coordinator.state.topic.segment.bytes")),
+                                  "min.insync.replicas": str(setting("share.coordinator.state.topic.min.isr")),
+                                  "retention.ms": "-1"})
+    raise KeyError(name)
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -346,6 +391,8 @@ class TopicControlManager:
     def _create_one(self, item: CreatableTopic, image: MetadataImage, created: Mapping[str, uuid.UUID]
                     ) -> tuple[uuid.UUID, list[MetadataRecord], int, int, dict[str, str]]:
         name = item.name
+        if name == METADATA_TOPIC:   # Kafka's ControllerApis.createTopics: the metadata log is no topic
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
         validate_topic_name(name)
         if image.topic(name) is not None or name in created:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")

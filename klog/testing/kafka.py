@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["apache_kafka", "apache_kafka_again", "answers_api_versions", "Bootstrap", "find_kafka_libs", "free_port",
            "kafka_server_properties", "KafkaCluster", "KafkaStartError", "log4j2_file_properties", "one_broker",
-           "one_broker_node", "read_properties", "sasl_plain_authorizer_properties"]
+           "INTERNAL_TOPIC_PROPERTIES", "one_broker_node", "read_properties", "sasl_plain_authorizer_properties"]
 
 #: How long a freshly formatted single-node broker may take to answer ApiVersions on a loaded 2-core machine.
 STARTUP_TIMEOUT_S = 120.0
@@ -97,6 +97,19 @@ def log4j2_file_properties(log: Path) -> str:
     return _LOG4J2.format(log=log)
 
 
+#: the internal topics' settings every test broker starts with, Kafka's and klog's alike (:func:`one_broker`), so
+#: their internal topics are made the same
+INTERNAL_TOPIC_PROPERTIES: dict[str, object] = {
+    "offsets.topic.replication.factor": 1,
+    "offsets.topic.num.partitions": 4,
+    "transaction.state.log.replication.factor": 1,
+    "transaction.state.log.min.isr": 1,
+    "transaction.state.log.num.partitions": 4,
+    "share.coordinator.state.topic.replication.factor": 1,
+    "share.coordinator.state.topic.min.isr": 1,
+}
+
+
 def _server_properties(data_dir: Path, port: int, controller_port: int, extra: Mapping[str, object], *,
                        node_id: int = 1, voters: str | None = None, roles: str = "broker,controller") -> str:
     """A node's server.properties: a combined node of a quorum of its own (``controller.quorum.bootstrap.servers``,
@@ -119,13 +132,7 @@ def _server_properties(data_dir: Path, port: int, controller_port: int, extra: M
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "log.dirs": str(data_dir),
         "num.partitions": 1,
-        "offsets.topic.replication.factor": 1,
-        "offsets.topic.num.partitions": 4,
-        "transaction.state.log.replication.factor": 1,
-        "transaction.state.log.min.isr": 1,
-        "transaction.state.log.num.partitions": 4,
-        "share.coordinator.state.topic.replication.factor": 1,
-        "share.coordinator.state.topic.min.isr": 1,
+        **INTERNAL_TOPIC_PROPERTIES,
         "group.initial.rebalance.delay.ms": 0,
         "auto.create.topics.enable": "true",
         "delete.topic.enable": "true",
@@ -354,7 +361,8 @@ def one_broker_node(kind: str, root: str | os.PathLike[str], properties: Mapping
     if kind == "klog":
         from klog.testing.process import BrokerProcess
 
-        with BrokerProcess(base / "data", {**props, "listeners": "PLAINTEXT://127.0.0.1:0" + extra}) as node:
+        with BrokerProcess(base / "data", {**INTERNAL_TOPIC_PROPERTIES, **props,
+                                           "listeners": "PLAINTEXT://127.0.0.1:0" + extra}) as node:
             yield node.bootstrap_servers, node
         return
     assert kind == "kafka", kind

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from klog.controller.topics import InternalTopicSpec
 from klog.protocol import Struct
 from klog.protocol.error_codes import ErrorCode
 from klog.protocol.errors import error_info
@@ -115,44 +116,30 @@ class CoordinatorLog:
 
     TOPIC = ""
 
-    def __init__(self, context: Any, num_partitions: int, segment_bytes: int, compression_codec: int,
-                 load_buffer_bytes: int, *, topic: str | None = None, replication_factor: int | None = None,
-                 min_insync_replicas: int | None = None) -> None:
-        if topic is not None:
-            self.TOPIC = topic
+    def __init__(self, context: Any, spec: InternalTopicSpec, compression_codec: int, load_buffer_bytes: int) -> None:
+        self.TOPIC = spec.name
         self.context = context
-        self.num_partitions = num_partitions
-        self.segment_bytes = segment_bytes
+        #: how the topic is created (klog.controller.topics.internal_topic_spec: the one place deciding it)
+        self.spec = spec
+        self.num_partitions = spec.num_partitions
         self.compression = COMPRESSION_BY_ID.get(compression_codec, "none")
         self.load_buffer_bytes = load_buffer_bytes
-        self.replication_factor = replication_factor
-        self.min_insync_replicas = min_insync_replicas
-        self._configs: dict[str, str] | None = None
 
     def partition_for(self, key: str) -> int:
         return partition_for(key, self.num_partitions)
 
     def configs(self) -> dict[str, str]:
-        configs = {"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes),
-                   "compression.type": "producer"}
-        if self.min_insync_replicas is not None:
-            configs["min.insync.replicas"] = str(self.min_insync_replicas)
-        return configs
+        return dict(self.spec.configs)
 
     def ensure_topic(self) -> None:
         """OSError while the topic does not exist (:meth:`ensure_topic_async` creates it)."""
-        if self._configs is None:   # made once: every write checks the topic
-            self._configs = self.configs()
-        self.context.ensure_internal_topic(self.TOPIC, self.num_partitions, dict(self._configs))
+        self.context.ensure_internal_topic(self.TOPIC, self.num_partitions, self.configs())
 
     async def ensure_topic_async(self) -> None:
         """Create the topic if missing, through the controller (raises OSError when it could not be created
         yet)."""
-        if self.replication_factor is None:
-            await self.context.ensure_internal_topic_async(self.TOPIC, self.num_partitions, self.configs())
-        else:
-            await self.context.ensure_internal_topic_async(self.TOPIC, self.num_partitions, self.configs(),
-                                                           replication_factor=self.replication_factor)
+        await self.context.ensure_internal_topic_async(self.TOPIC, self.num_partitions, self.configs(),
+                                                       replication_factor=self.spec.replication_factor)
 
     def write(self, key: str, records: Records, now_ms: int, producer: tuple[int, int] | None = None,
               verification: object | None = None) -> tuple[int, int] | None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from klog.broker.coordinator.runtime import CoordinatorRuntime
 from klog.broker.coordinator.timer import Clock
+from klog.controller.topics import internal_topic_spec
 from klog.protocol import Struct
 from klog.protocol.errors import error_info
 
@@ -159,8 +160,7 @@ class GroupCoordinator:
         if persist:
             from .storage import OffsetsTopic
 
-            self.topic = OffsetsTopic(context, int(self.config["offsets.topic.num.partitions"]),
-                                      int(self.config["offsets.topic.segment.bytes"]),
+            self.topic = OffsetsTopic(context, internal_topic_spec("__consumer_offsets", self.config),
                                       int(self.config["offsets.topic.compression.codec"]),
                                       int(self.config["offsets.load.buffer.size"]))
         #: how long an answer waits for the ISR to have the request's writes (Kafka's offsets.commit.timeout.ms)

@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 from klog.broker.coordinator.runtime import CoordinatorLog, CoordinatorRuntime, partition_for, storage_error_code
 from klog.broker.coordinator.timer import Clock
-from klog.controller.topics import is_internal
+from klog.controller.topics import internal_topic_spec, is_internal
 from klog.metadata.features import TRANSACTION_VERSION
 from klog.protocol import Struct
 from klog.protocol.error_codes import ErrorCode
@@ -146,11 +146,8 @@ class TransactionCoordinator:
         self.offsets_partitions = int(config["offsets.topic.num.partitions"])
         self.topic: CoordinatorLog | None = None
         if persist:
-            self.topic = CoordinatorLog(context, int(config["transaction.state.log.num.partitions"]),
-                                        int(config["transaction.state.log.segment.bytes"]), 0,
-                                        int(config["transaction.state.log.load.buffer.size"]), topic=TOPIC,
-                                        replication_factor=int(config["transaction.state.log.replication.factor"]),
-                                        min_insync_replicas=int(config["transaction.state.log.min.isr"]))
+            self.topic = CoordinatorLog(context, internal_topic_spec(TOPIC, config), 0,
+                                        int(config["transaction.state.log.load.buffer.size"]))
         self.runtime = CoordinatorRuntime(context, self.topic, name="transaction-coordinator",
                                           commit_timeout_ms=int(config["offsets.commit.timeout.ms"]),
                                           load=self._load, unload=self._unload, clock=clock)
