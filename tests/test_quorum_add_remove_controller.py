@@ -25,17 +25,19 @@ from pathlib import Path
 import pytest
 
 from klog.controller.raft import ObserverState
-from klog.controller.quorum import replaced_voter
-from klog.controller.voter_changes import (
+from klog.controller.auto_join import (
     AUTO_JOIN_BACKOFF_MAX_MS,
     AddSelf,
     AutoJoinState,
     RemoveStaleSelf,
+    auto_join_backoff_ms,
+    decide_auto_join,
+)
+from klog.controller.quorum import replaced_voter
+from klog.controller.voter_changes import (
     UpdateVoter,
     VoterSetState,
-    auto_join_backoff_ms,
     decide_add_voter,
-    decide_auto_join,
     decide_remove_voter,
     decide_update_voter,
 )

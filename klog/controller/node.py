@@ -28,6 +28,13 @@ from klog.controller.applier import (
     read_bootstrap_records,
 )
 from klog.controller.applied import AppliedMetadata
+from klog.controller.auto_join import (
+    AddSelf,
+    AutoJoinState,
+    RemoveStaleSelf,
+    auto_join_backoff_ms,
+    decide_auto_join,
+)
 from klog.controller.meta_properties import (
     META_PROPERTIES,
     read_meta_properties,
@@ -36,19 +43,12 @@ from klog.controller.meta_properties import (
     write_meta_properties,
 )
 from klog.controller.metadata_feed import FeedEntry, FeedRequest, FeedResponse, FeedSnapshot, MetadataFeed
-from klog.controller.quorum import QuorumConfig, Voter
+from klog.controller.quorum import QuorumConfig, Voter, replaced_voter
 from klog.controller.observer import MetadataObserver, ObserverConfig, serve_observer
 from klog.controller.partition_change import MIN_INSYNC_REPLICAS
 from klog.controller.raft import ListenerPort, NotLeaderError, RaftDriver, RaftError
 from klog.controller.result import ControllerResult
 from klog.controller.single_voter import transaction_abort
-from klog.controller.voter_changes import (
-    AddSelf,
-    AutoJoinState,
-    RemoveStaleSelf,
-    auto_join_backoff_ms,
-    decide_auto_join,
-)
 from klog.controller.writer import MetadataWriter, RaftAppends, RaftQuorumWriter
 from klog.metadata.features import supported_features
 from klog.metadata.records import encode_batch, record
@@ -364,11 +364,10 @@ class ControllerNode(AppliedMetadata):
                          self.quorum.node_id)
                 await self._stop_observing()
             observer = self.joining_observer
-            if (observer is not None and driver.observing_only and observer.leader_id > 0 and observer.cfg.voters
-                    and self.quorum.node_id not in observer.cfg.voters):
-                driver.observing_only = False   # a voter with its node id is added with this disk's directory id only
-                log.info("controller %d: no voter holds its node id: it answers raft messages (once added)",
-                         self.quorum.node_id)
+            if observer is not None and driver.observing_only and self._no_other_disk_votes(observer):
+                driver.observing_only = False   # a voter with its node id is this disk's (or is added as this disk)
+                log.info("controller %d: no voter holds its node id under another directory id: it answers raft "
+                         "messages", self.quorum.node_id)
             if observer is not None and self.quorum.auto_join:
                 self._maybe_auto_join(now)
             # a voter by its log (a member restarted before it learnt that its addition committed is one too: it
@@ -387,14 +386,28 @@ class ControllerNode(AppliedMetadata):
             if not self._snapshotting and self.applier.snapshot_due(now):
                 await self._snapshot(now)
 
+    def _observed_directory_ids(self, observer: MetadataObserver) -> dict[int, uuid.UUID]:
+        """The voters' directory ids as this joining controller knows them: learnt when it joined, then the
+        RegisterControllerRecords its observer fetched."""
+        return {**self.driver.initial_directory_ids,
+                **{cid: c.incarnation_id for cid, c in observer.image.controllers.items()}}
+
+    def _no_other_disk_votes(self, observer: MetadataObserver) -> bool:
+        """Whether the observer, caught up with the leader, sees no voter holding this node id under another
+        directory id (its disk's old one): raft messages for this node id are then this disk's."""
+        hw = observer.high_watermark()
+        if observer.leader_id <= 0 or not observer.cfg.voters or hw is None or observer.applier.applied_index + 1 < hw:
+            return False
+        return not replaced_voter(self.quorum.node_id, observer.cfg.voters, self._observed_directory_ids(observer),
+                                  stored_directory_id(self.meta_dirs[0]))
+
     def _maybe_auto_join(self, now: float) -> None:
         """controller.quorum.auto.join.enable: what :func:`decide_auto_join` says to send the leader, from the quorum
         as this controller's observer last learnt it."""
         observer = self.joining_observer
         assert observer is not None
         directory = stored_directory_id(self.meta_dirs[0]) or uuid.UUID(int=0)
-        known = {**self.driver.initial_directory_ids,
-                 **{cid: c.incarnation_id for cid, c in observer.image.controllers.items()}}
+        known = self._observed_directory_ids(observer)
         state = AutoJoinState(node_id=self.quorum.node_id, directory_id=directory, enabled=self.quorum.auto_join,
                               dynamic=self.quorum.dynamic_voters, leader_id=observer.leader_id,
                               voters=frozenset(observer.cfg.voters), directory_ids=known,
@@ -413,6 +426,7 @@ class ControllerNode(AppliedMetadata):
         from klog.protocol import ProtocolError
 
         me = self.quorum.voters[self.quorum.node_id]
+        request: dict[str, object]
         if isinstance(decided, RemoveStaleSelf):
             what = f"RemoveRaftVoter for its old directory {decided.stale_directory_id}"
             api_key, request = 81, {"cluster_id": self.cluster_id, "voter_id": me.node_id,

@@ -43,10 +43,8 @@ if TYPE_CHECKING:
         UpdateRaftVoterResponse,
     )
 
-__all__ = ["STATIC_QUORUM_MESSAGE", "AddSelf", "AddVoter", "AutoJoinState", "RemoveStaleSelf", "RemoveVoter",
-           "UpdateVoter", "VoterChangeError", "VoterChanges", "VoterSetState", "auto_join_backoff_ms",
-           "decide_add_voter", "decide_auto_join", "decide_remove_voter", "decide_update_voter",
-           "static_quorum_refusal"]
+__all__ = ["STATIC_QUORUM_MESSAGE", "AddVoter", "RemoveVoter", "UpdateVoter", "VoterChangeError", "VoterChanges",
+           "VoterSetState", "decide_add_voter", "decide_remove_voter", "decide_update_voter", "static_quorum_refusal"]
 
 log = logging.getLogger("klog.controller")
 
@@ -204,70 +202,6 @@ def decide_update_voter(state: VoterSetState, request: UpdateRaftVoterRequest) -
     if voter_id not in state.voters or (known != ZERO_UUID and asked != known):
         return _error(ErrorCode.VOTER_NOT_FOUND, f"no voter {voter_id} with directory id {asked}")
     return UpdateVoter(endpoint, asked if asked != ZERO_UUID else known)
-
-
-# -- controller.quorum.auto.join.enable: what a joining controller sends the leader itself ---------------------------
-#: The longest an auto-joining controller waits between two requests after failures (doubling from
-#: controller.quorum.fetch.timeout.ms, Kafka's update-voter-set period).
-AUTO_JOIN_BACKOFF_MAX_MS = 30_000
-
-
-@dataclasses.dataclass(frozen=True)
-class AutoJoinState:
-    """A controller's view of the quorum while it fetches the log as an observer (its voter key, node id and
-    directory id, is not in the voter set)."""
-
-    node_id: int
-    directory_id: uuid.UUID               # this controller's (meta.properties' directory.id)
-    enabled: bool                         # controller.quorum.auto.join.enable
-    dynamic: bool                         # kraft.version 1 (formatted voter set): voters can change
-    leader_id: int                        # as the leader's last fetch answer named it (<= 0: not known)
-    voters: frozenset[int]                # the voter set as last learnt from the leader
-    directory_ids: Mapping[int, uuid.UUID]   # the voters' directory ids as known (missing / zero: not known)
-    in_flight: bool                       # a request sent earlier has not been answered yet
-    now_ms: float
-    next_attempt_ms: float                # not before this (the period after the last answer, or the backoff)
-
-
-@dataclasses.dataclass(frozen=True)
-class AddSelf:
-    """Send the leader AddRaftVoter for this controller's own voter key."""
-
-    leader_id: int
-
-
-@dataclasses.dataclass(frozen=True)
-class RemoveStaleSelf:
-    """Send the leader RemoveRaftVoter for the voter with this controller's node id and another directory id (its
-    disk was replaced and reformatted); AddSelf follows once that voter is gone."""
-
-    leader_id: int
-    stale_directory_id: uuid.UUID
-
-
-def decide_auto_join(state: AutoJoinState) -> AddSelf | RemoveStaleSelf | None:
-    """As Kafka's KafkaRaftClient.pollFollowerAsObserver with auto-join on: once per period, an observer that can
-    become a voter (a controller of a kraft.version 1 quorum) asks the leader to remove the voter that holds its
-    node id under another directory id, else to add itself. Nothing while the leader is unknown, a request is
-    unanswered, the period has not passed, or its own key is a voter. The leader decides whether it has caught up
-    (REQUEST_TIMED_OUT until it has: the next period asks again)."""
-    if not state.enabled or not state.dynamic or state.leader_id <= 0 or state.in_flight:
-        return None
-    if state.now_ms < state.next_attempt_ms:
-        return None
-    if state.node_id not in state.voters:
-        return AddSelf(state.leader_id)
-    known = state.directory_ids.get(state.node_id, ZERO_UUID)
-    if known == ZERO_UUID or known == state.directory_id:
-        return None   # its own key is a voter (an unknown directory id names any): nothing to send
-    return RemoveStaleSelf(state.leader_id, known)
-
-
-def auto_join_backoff_ms(period_ms: int, failures: int) -> int:
-    """The wait before the next auto-join request: the period (controller.quorum.fetch.timeout.ms, as Kafka waits
-    after any answer), doubled for each consecutive request that got no answer or an unexpected error, at most
-    :data:`AUTO_JOIN_BACKOFF_MAX_MS`."""
-    return int(min(max(period_ms, 1) * (2 ** min(max(failures, 0), 16)), max(AUTO_JOIN_BACKOFF_MAX_MS, period_ms)))
 
 
 def answer(result: VoterChangeError | None) -> AddRaftVoterResponse:
