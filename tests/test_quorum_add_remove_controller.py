@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 import uuid
@@ -24,6 +25,15 @@ from pathlib import Path
 import pytest
 
 from klog.controller.raft import ObserverState
+from klog.controller.auto_join import (
+    AUTO_JOIN_BACKOFF_MAX_MS,
+    AddSelf,
+    AutoJoinState,
+    RemoveStaleSelf,
+    auto_join_backoff_ms,
+    decide_auto_join,
+)
+from klog.controller.quorum import replaced_voter
 from klog.controller.voter_changes import (
     UpdateVoter,
     VoterSetState,
@@ -155,6 +165,50 @@ def test_describe_quorum_reports_the_directory_id_an_added_voter_was_added_with(
     assert [(v["replica_id"], v["replica_directory_id"]) for v in voters] == [(1, uuid.UUID(int=0)), (2, d2)]
 
 
+def _joining(**kw: object) -> AutoJoinState:
+    """Node 3 (directory MINE) observing a quorum of voters 1 and 2 led by 1, its period passed."""
+    base = dict(node_id=3, directory_id=MINE, enabled=True, dynamic=True, leader_id=1, voters=frozenset({1, 2}),
+                directory_ids={1: uuid.uuid4(), 2: uuid.uuid4()}, in_flight=False, now_ms=NOW_MS,
+                next_attempt_ms=NOW_MS - 1)
+    return AutoJoinState(**{**base, **kw})  # type: ignore[arg-type]
+
+
+MINE = uuid.uuid4()
+
+
+def test_auto_join_adds_itself_once_its_period_passed() -> None:
+    # Kafka's pollFollowerAsObserver: AddRaftVoter to the leader when its voter key is not a voter
+    assert decide_auto_join(_joining()) == AddSelf(1)
+    quiet = {"auto-join off": _joining(enabled=False), "a static quorum": _joining(dynamic=False),
+             "leader unknown": _joining(leader_id=-1), "a request unanswered": _joining(in_flight=True),
+             "the period not passed": _joining(next_attempt_ms=NOW_MS + 1),
+             "already a voter with its directory id": _joining(voters=frozenset({1, 2, 3}),
+                                                               directory_ids={3: MINE}),
+             "a voter whose directory id is not known": _joining(voters=frozenset({1, 2, 3}), directory_ids={})}
+    for why, state in quiet.items():
+        assert decide_auto_join(state) is None, why
+
+
+def test_auto_join_first_removes_the_voter_holding_its_id_under_another_directory() -> None:
+    # its disk was replaced and reformatted: Kafka's observer sends RemoveRaftVoter for the voter key with its node
+    # id, then (the voter gone) AddRaftVoter
+    old = uuid.uuid4()
+    stale = _joining(voters=frozenset({1, 2, 3}), directory_ids={3: old})
+    assert decide_auto_join(stale) == RemoveStaleSelf(1, old)
+    assert decide_auto_join(_joining(directory_ids={3: old})) == AddSelf(1)
+    assert replaced_voter(3, [1, 2, 3], {3: old}, MINE)
+    for voters, ids, mine in (([1, 2, 3], {3: MINE}, MINE), ([1, 2], {3: old}, MINE),
+                              ([1, 2, 3], {3: uuid.UUID(int=0)}, MINE), ([1, 2, 3], {3: old}, None)):
+        assert not replaced_voter(3, voters, ids, mine), (voters, ids, mine)
+
+
+def test_auto_join_waits_the_period_and_backs_off_after_failures() -> None:
+    # the period is controller.quorum.fetch.timeout.ms (Kafka's update-voter-set period); failures double it
+    assert [auto_join_backoff_ms(2000, n) for n in range(6)] == [2000, 4000, 8000, 16000, AUTO_JOIN_BACKOFF_MAX_MS,
+                                                                 AUTO_JOIN_BACKOFF_MAX_MS]
+    assert auto_join_backoff_ms(60_000, 3) == 60_000
+
+
 # -- real processes ----------------------------------------------------------------------------------------------------
 needs_kafka_tools = pytest.mark.skipif(not java_available() or kafka_libs_dir() is None,
                                        reason="Java or Kafka's jars missing (tools/install-peers.sh)")
@@ -170,6 +224,12 @@ class _Launcher:
         self.ports = {i: free_port() for i in (1, 2, 3, 4)}
         self.client_ports = {i: free_port() for i in (1, 2, 3, 4)}
         self.cfgs: dict[int, Path] = {}
+        #: the nodes started with controller.quorum.auto.join.enable=true
+        self.auto_join: set[int] = set()
+
+    def wipe(self, i: int) -> None:
+        """Node ``i``'s disk replaced: its log dir (meta.properties, directory id, metadata log) gone."""
+        shutil.rmtree(self.tmp_path / f"node-{i}")
 
     def properties(self, i: int) -> dict[str, str]:
         listeners = f"PLAINTEXT://127.0.0.1:{self.client_ports[i]},CONTROLLER://127.0.0.1:{self.ports[i]}"
@@ -180,7 +240,8 @@ class _Launcher:
                 "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
                 "log.dirs": str(self.tmp_path / f"node-{i}"), "offsets.topic.replication.factor": "1",
                 "controller.quorum.election.timeout.ms": "1000", "controller.quorum.fetch.timeout.ms": "2000",
-                "broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "6000"}
+                "broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "6000",
+                **({"controller.quorum.auto.join.enable": "true"} if i in self.auto_join else {})}
 
     def write(self, i: int) -> Path:
         cfg = self.tmp_path / f"controller-{i}.properties"
@@ -225,6 +286,7 @@ class _KlogNodes(_Launcher):
         self.nodes[i].kill()
 
     def tail(self, i: int) -> list[str]:
+        (self.tmp_path / f"klog-{i}.log").write_text("\n".join(self.nodes[i].lines))   # the whole log, to read
         return self.nodes[i].lines[-30:]
 
     def close(self) -> None:
@@ -305,6 +367,15 @@ def _replication(port: int) -> dict[int, tuple[str, str]]:
     assert out.returncode == 0, out.stderr
     rows = [row.split() for row in out.stdout.splitlines()[1:] if row.split()]
     return {int(r[0]): (r[1], r[-1]) for r in rows}
+
+
+def _replication_rows(port: int) -> set[tuple[int, str, str]]:
+    """``describe --replication``'s rows as (node id, directory id, status): a node id may show twice (a replaced
+    disk's old directory id stays listed as an observer for a while on Kafka)."""
+    out = _quorum(port, "describe", "--replication")
+    assert out.returncode == 0, out.stderr
+    rows = [row.split() for row in out.stdout.splitlines()[1:] if row.split()]
+    return {(int(r[0]), r[1], r[-1]) for r in rows}
 
 
 def _wait(what: str, check: object, timeout: float = 60.0) -> None:
@@ -454,5 +525,61 @@ def test_add_and_remove_controller_through_a_broker_listener(tmp_path: Path, sys
         _wait("node 2 no longer a voter", lambda: _voters(ports[1]) == {1})
         missing = _quorum_via_broker(client_ports[1], "remove-controller", *key)
         assert missing.returncode != 0 and "VoterNotFound" in missing.stderr + missing.stdout, missing
+    finally:
+        nodes.close()
+
+
+@needs_kafka_tools
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("system", ["klog", "kafka"])
+def test_auto_join_controllers_add_themselves_and_a_reformatted_one_replaces_its_old_directory(
+        tmp_path: Path, system: str) -> None:
+    """controller.quorum.auto.join.enable=true (KIP-853): controllers formatted --no-initial-controllers become
+    voters with no add-controller (each sends the leader AddRaftVoter itself, as Kafka's KafkaRaftClient does
+    while its voter key is an observer); a voter whose disk is wiped and reformatted --no-initial-controllers
+    comes back with the same node id and a new directory id, removes the voter holding its id under the old one
+    (RemoveRaftVoter) and adds itself."""
+    nodes = _KlogNodes(tmp_path) if system == "klog" else _KafkaNodes(tmp_path)
+    ports = nodes.ports
+    nodes.auto_join = {2, 3}
+    try:
+        nodes.start(1)
+        nodes.wait_started(1)
+        for i in (2, 3):
+            nodes.start(i)
+
+        def joined() -> bool:
+            replication = _replication(ports[1])
+            return replication == {1: (nodes.directory_id(1), "Leader"), 2: (nodes.directory_id(2), "Follower"),
+                                   3: (nodes.directory_id(3), "Follower")}
+
+        try:
+            _wait("nodes 2 and 3 voters by themselves", joined, 60)
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {_replication(ports[1])}; node 1: {nodes.tail(1)}; node 3: {nodes.tail(3)}"
+                                 ) from None
+        assert _voters(ports[1]) == {1, 2, 3}
+        for i in (2, 3):
+            nodes.wait_started(i)
+
+        # node 3's disk is replaced: same node id, a new directory id
+        old = nodes.directory_id(3)
+        nodes.kill(3)
+        nodes.wipe(3)
+        nodes.start(3)
+        new = nodes.directory_id(3)
+        assert new != old
+
+        def replaced() -> bool:
+            voters = {(i, d) for i, d, status in _replication_rows(ports[1]) if status in ("Leader", "Follower")}
+            return voters == {(1, nodes.directory_id(1)), (2, nodes.directory_id(2)), (3, new)}
+
+        try:
+            _wait("node 3 a voter again with its new directory id", replaced, 60)
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {_replication_rows(ports[1])}; node 1: {nodes.tail(1)}; node 3: "
+                                 f"{nodes.tail(3)}") from None
+        assert _voters(ports[1]) == {1, 2, 3}
+        nodes.wait_started(3)
     finally:
         nodes.close()

@@ -28,6 +28,13 @@ from klog.controller.applier import (
     read_bootstrap_records,
 )
 from klog.controller.applied import AppliedMetadata
+from klog.controller.auto_join import (
+    AddSelf,
+    AutoJoinState,
+    RemoveStaleSelf,
+    auto_join_backoff_ms,
+    decide_auto_join,
+)
 from klog.controller.meta_properties import (
     META_PROPERTIES,
     read_meta_properties,
@@ -36,7 +43,7 @@ from klog.controller.meta_properties import (
     write_meta_properties,
 )
 from klog.controller.metadata_feed import FeedEntry, FeedRequest, FeedResponse, FeedSnapshot, MetadataFeed
-from klog.controller.quorum import QuorumConfig, Voter
+from klog.controller.quorum import QuorumConfig, Voter, replaced_voter
 from klog.controller.observer import MetadataObserver, ObserverConfig, serve_observer
 from klog.controller.partition_change import MIN_INSYNC_REPLICAS
 from klog.controller.raft import ListenerPort, NotLeaderError, RaftDriver, RaftError
@@ -117,6 +124,11 @@ class ControllerNode(AppliedMetadata):
         self.joining_observer: MetadataObserver | None = None
         self._endpoint_update: asyncio.Task[None] | None = None
         self._endpoint_update_ms = -float(UPDATE_VOTER_RETRY_MS)
+        #: controller.quorum.auto.join.enable: the request to the leader in flight, when the next may go, and how many
+        #: in a row went unanswered (the backoff doubles with them)
+        self._auto_join: asyncio.Task[None] | None = None
+        self._auto_join_next_ms = _now_ms() + quorum.fetch_timeout_ms
+        self._auto_join_failures = 0
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -139,10 +151,11 @@ class ControllerNode(AppliedMetadata):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._duties_task
         await self._stop_observing()
-        if self._endpoint_update is not None:
-            self._endpoint_update.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._endpoint_update
+        for task in (self._endpoint_update, self._auto_join):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self.driver.stop()
 
     async def _observe_until_voter(self) -> None:
@@ -350,6 +363,13 @@ class ControllerNode(AppliedMetadata):
                 log.info("controller %d: a voter now (AddRaftVoter): no longer fetching as an observer",
                          self.quorum.node_id)
                 await self._stop_observing()
+            observer = self.joining_observer
+            if observer is not None and driver.observing_only and self._no_other_disk_votes(observer):
+                driver.observing_only = False   # a voter with its node id is this disk's (or is added as this disk)
+                log.info("controller %d: no voter holds its node id under another directory id: it answers raft "
+                         "messages", self.quorum.node_id)
+            if observer is not None and self.quorum.auto_join:
+                self._maybe_auto_join(now)
             # a voter by its log (a member restarted before it learnt that its addition committed is one too: it
             # cannot hear from the others until they know its new endpoint)
             if (self.quorum.dynamic_voters and self.quorum.node_id in driver.log_voters
@@ -365,6 +385,74 @@ class ControllerNode(AppliedMetadata):
                 self._last_noop_ms = now
             if not self._snapshotting and self.applier.snapshot_due(now):
                 await self._snapshot(now)
+
+    def _observed_directory_ids(self, observer: MetadataObserver) -> dict[int, uuid.UUID]:
+        """The voters' directory ids as this joining controller knows them: learnt when it joined, then the
+        RegisterControllerRecords its observer fetched."""
+        return {**self.driver.initial_directory_ids,
+                **{cid: c.incarnation_id for cid, c in observer.image.controllers.items()}}
+
+    def _no_other_disk_votes(self, observer: MetadataObserver) -> bool:
+        """Whether the observer, caught up with the leader, sees no voter holding this node id under another
+        directory id (its disk's old one): raft messages for this node id are then this disk's."""
+        hw = observer.high_watermark()
+        if observer.leader_id <= 0 or not observer.cfg.voters or hw is None or observer.applier.applied_index + 1 < hw:
+            return False
+        return not replaced_voter(self.quorum.node_id, observer.cfg.voters, self._observed_directory_ids(observer),
+                                  stored_directory_id(self.meta_dirs[0]))
+
+    def _maybe_auto_join(self, now: float) -> None:
+        """controller.quorum.auto.join.enable: what :func:`decide_auto_join` says to send the leader, from the quorum
+        as this controller's observer last learnt it."""
+        observer = self.joining_observer
+        assert observer is not None
+        directory = stored_directory_id(self.meta_dirs[0]) or uuid.UUID(int=0)
+        known = self._observed_directory_ids(observer)
+        state = AutoJoinState(node_id=self.quorum.node_id, directory_id=directory, enabled=self.quorum.auto_join,
+                              dynamic=self.quorum.dynamic_voters, leader_id=observer.leader_id,
+                              voters=frozenset(observer.cfg.voters), directory_ids=known,
+                              in_flight=self._auto_join is not None and not self._auto_join.done(), now_ms=now,
+                              next_attempt_ms=self._auto_join_next_ms)
+        decided = decide_auto_join(state)
+        if decided is not None:
+            leader = observer.cfg.voters[decided.leader_id]
+            self._auto_join = asyncio.get_running_loop().create_task(self._send_auto_join(decided, leader, directory))
+
+    async def _send_auto_join(self, decided: AddSelf | RemoveStaleSelf, leader: Voter, directory: uuid.UUID) -> None:
+        """One auto-join request to the leader (bounded by the request timeout); the next waits the period after an
+        answer Kafka's observer expects (none, REQUEST_TIMED_OUT: not caught up yet, DUPLICATE_VOTER), longer after
+        no answer or another error."""
+        from klog.controller.describe_quorum import FORWARD_TIMEOUT_S, controller_request
+        from klog.protocol import ProtocolError
+
+        me = self.quorum.voters[self.quorum.node_id]
+        request: dict[str, object]
+        if isinstance(decided, RemoveStaleSelf):
+            what = f"RemoveRaftVoter for its old directory {decided.stale_directory_id}"
+            api_key, request = 81, {"cluster_id": self.cluster_id, "voter_id": me.node_id,
+                                    "voter_directory_id": decided.stale_directory_id}
+        else:
+            what = f"AddRaftVoter (directory {directory}, {me.host}:{me.port})"
+            api_key, request = 80, {"cluster_id": self.cluster_id, "timeout_ms": int(FORWARD_TIMEOUT_S * 1000) - 1000,
+                                    "voter_id": me.node_id, "voter_directory_id": directory,
+                                    "listeners": [{"name": self.quorum.listener_name, "host": me.host,
+                                                   "port": me.port}]}
+        code: int | None = None
+        try:
+            answer = await controller_request(leader, api_key, 0, request, security=self.driver.cfg.client_security)
+            code = int(answer.error_code)
+            message = answer.error_message or ErrorCode(code).name
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError) as e:
+            message = repr(e)
+        expected = code in (ErrorCode.NONE, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.DUPLICATE_VOTER)
+        self._auto_join_failures = 0 if expected else self._auto_join_failures + 1
+        wait = auto_join_backoff_ms(self.quorum.fetch_timeout_ms, self._auto_join_failures)
+        self._auto_join_next_ms = _now_ms() + wait
+        if code == ErrorCode.NONE:
+            log.info("controller %d: auto-join: leader %d took its %s", me.node_id, leader.node_id, what)
+        else:
+            log.info("controller %d: auto-join: leader %d did not take its %s: %s; asking again in %d ms",
+                     me.node_id, leader.node_id, what, message, wait)
 
     def _recorded_endpoint(self) -> Voter | None:
         """Where the quorum's log says this voter is: its latest RegisterControllerRecord, else the voter set

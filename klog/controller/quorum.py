@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from klog.metadata.storage import INITIAL_VOTERS_COPY
@@ -243,6 +243,9 @@ class QuorumConfig:
     joining: bool = False
     joining_voters: tuple[int, ...] | None = None
     bootstrap_servers: tuple[tuple[str, int], ...] = ()
+    #: controller.quorum.auto.join.enable: while its voter key is not a voter, this controller asks the leader
+    #: itself to add it (and first to remove a voter holding its node id under another directory id)
+    auto_join: bool = False
     listener_name: str = "CONTROLLER"
     #: KIP-853: the directory ids of the formatted initial voters (their voter keys; a static quorum has none)
     initial_directory_ids: Mapping[int, Any] = dataclasses.field(default_factory=dict)
@@ -319,7 +322,8 @@ class QuorumConfig:
                   segment_bytes=config["metadata.log.segment.bytes"], segment_ms=config["metadata.log.segment.ms"],
                   max_records_per_batch=config["klog.controller.max.records.per.batch"],
                   dynamic_voters=dynamic, joining=joining, joining_voters=joining_voters,
-                  bootstrap_servers=bootstrap, listener_name=listener.name, initial_directory_ids=directory_ids,
+                  bootstrap_servers=bootstrap, auto_join=bool(config["controller.quorum.auto.join.enable"]),
+                  listener_name=listener.name, initial_directory_ids=directory_ids,
                   formatted_voters=formatted, server_ssl=security.server_ssl,
                   server_login=security.login, client_security=security.client)
         return cfg
@@ -515,6 +519,16 @@ def write_initial_voters(metadata_dir: str, voters: list[InitialVoter], listener
             os.fsync(handle.fileno())
         os.replace(tmp, target)
     return path
+
+
+def replaced_voter(node_id: int, voters: Iterable[int], directory_ids: Mapping[int, Any],
+                   own_directory_id: Any) -> bool:
+    """KIP-853: whether the voter set holds ``node_id`` under a directory id other than this disk's
+    (``own_directory_id``; None: not formatted): the disk was replaced and reformatted, so this node's voter key is
+    not a voter and it joins as an observer (an unknown, zero directory id names any disk)."""
+    held = directory_ids.get(node_id)
+    return (node_id in set(voters) and own_directory_id is not None and held is not None and held.int != 0
+            and held != own_directory_id)
 
 
 def read_initial_voters(metadata_dir: str, listener: str) -> dict[int, Voter] | None:

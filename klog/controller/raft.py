@@ -35,6 +35,7 @@ from klog._native import NotLeaderError, RaftError, RaftNode
 from klog.client.stream_login import LoggedInStream, open_session
 from klog.controller.listener_access import peer_host
 from klog.controller.listener_port import ListenerPort
+from klog.controller.meta_properties import stored_directory_id
 from klog.controller.metadata_feed import OBSERVER_PREAMBLE
 from klog.controller.quorum import (
     OBSERVER_SESSION_MS,
@@ -44,6 +45,7 @@ from klog.controller.quorum import (
     QuorumConfig,
     TickClock,
     Voter,
+    replaced_voter,
 )
 from klog.protocol import ProtocolError
 from klog.protocol.errors import ErrorCode
@@ -329,6 +331,11 @@ class RaftDriver:
         #: DescribeQuorum lists them, AddRaftVoter admits only a caught-up one
         self.observers: dict[int, ObserverState] = {}
         self.commit_at_start = 0
+        #: KIP-853: a joining controller (not a voter in its own log) refuses raft connections until its observer
+        #: saw the voter set without its node id: while the set holds its node id under another directory id (its
+        #: disk was replaced and reformatted), raft messages for that voter are not this empty log's to answer (it
+        #: would vote, and acknowledge entries it never had)
+        self.observing_only = False
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -340,6 +347,8 @@ class RaftDriver:
             self._executor,
             lambda: RaftNode(str(self.dir), self.cfg.node_id, voters, **self.cfg.raft_ticks(), **self.cfg.node_limits()),
         )
+        # a joining controller answers raft messages once its observer saw a voter set without its node id
+        self.observing_only = self.cfg.joining and self.cfg.node_id not in node.voters
         #: the commit index the log had when it opened: this member applied every entry up to it before this start
         self.commit_at_start = node.commit_index
         self._refresh_soft_state(node)   # no ready cycle runs yet
@@ -412,6 +421,14 @@ class RaftDriver:
                     continue
                 ids = tuple(sorted(v.replica_id for v in parts[0].current_voters))
                 directories = {v.replica_id: v.replica_directory_id or ZERO_UUID for v in parts[0].current_voters}
+                mine = stored_directory_id(str(self.dir.parent))
+                if replaced_voter(self.cfg.node_id, ids, directories, mine):
+                    # its disk was replaced and reformatted: the voter with its node id is another disk's; this
+                    # controller is no voter in its own log (it joins as an observer)
+                    log.warning("raft: node %d: the voter set holds node id %d under directory %s, not this disk's "
+                                "%s: it joins as an observer (the old voter is to be removed)", self.cfg.node_id,
+                                self.cfg.node_id, directories[self.cfg.node_id], mine)
+                    ids = tuple(i for i in ids if i != self.cfg.node_id)
                 endpoints = {}
                 for n in answer.nodes or []:
                     for ep in n.listeners:
@@ -619,6 +636,10 @@ class RaftDriver:
                 handed_over = True  # the Kafka side closes it
                 await self.port.kafka(reader, writer, hello, principal)
                 return
+            if magic == RAFT_PREAMBLE and self.observing_only:
+                log.debug("raft: refused node %d's raft connection: this joining controller observes the quorum "
+                          "until the voter set holds no other disk under its node id", sender)
+                return
             if magic != RAFT_PREAMBLE or sender not in self.endpoints or sender == self.cfg.node_id:
                 log.warning("raft: refused connection from %s: bad preamble or node id %s", peer, sender)
                 return
@@ -742,8 +763,13 @@ class RaftDriver:
     def _refresh_quorum_view(self, node: RaftNode) -> None:
         """The rest of the soft state (between ready cycles, as ``_refresh_soft_state``): voters, commit index and
         the end offsets DescribeQuorum reports, the leader's view of each replica, observers' end offsets."""
+        removed = set(self.voters) - set(node.voters)
         self.voters = tuple(node.voters)
         self.log_voters = tuple(node.log_voters)
+        for gone in removed:   # its messages still queued were for the removed voter's log: none goes out later
+            sender = self._peers.get(gone)
+            if sender is not None:
+                sender.queue.clear()
         self.commit_index = node.commit_index
         self.committed_end_offset = node.end_offset_through(self.commit_index)
         self.log_end_offset = node.log_end_offset

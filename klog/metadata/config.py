@@ -263,7 +263,13 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("controller.quorum.bootstrap.servers", "list", [], "KIP-853: controller listeners host:port,... a node "
        "finds the quorum through (instead of controller.quorum.voters): a controller reads the voters "
        "klog-broker format --standalone / --initial-controllers wrote (one formatted --no-initial-controllers asks "
-       "them and joins through kafka-metadata-quorum add-controller), a broker-only node asks the controllers"),
+       "them and joins through kafka-metadata-quorum add-controller, or by itself with "
+       "controller.quorum.auto.join.enable), a broker-only node asks the controllers"),
+    _k("controller.quorum.auto.join.enable", "boolean", False, "KIP-853 auto-join: a controller whose voter key "
+       "(node id, directory id) is not a voter asks the leader itself with AddRaftVoter, once per "
+       "controller.quorum.fetch.timeout.ms until added (first RemoveRaftVoter for a voter holding its node id under "
+       "another directory id: a replaced, reformatted disk); false: it joins through kafka-metadata-quorum "
+       "add-controller"),
     _k("controller.quorum.election.timeout.ms", "int", 1000, "Raft election timeout (a leader that has not heard "
        "from a majority for this long steps down)", at_least(1)),
     _k("controller.quorum.fetch.timeout.ms", "int", 2000, "a follower that has not heard from the leader for this "

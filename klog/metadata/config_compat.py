@@ -127,9 +127,6 @@ _TABLE: list[ConfigKey | _NoEffectRow] = [
        "may then read ${<alias>:<path>:<key>} (a key of a properties file, a file of a directory) or "
        "${<alias>:<name>} (an environment variable)"),
     # controllers, registration and shutdown
-    _k("controller.quorum.auto.join.enable", "boolean", False, "KIP-853 auto-join of a controller: must stay "
-       "false (a klog controller formatted --no-initial-controllers joins through kafka-metadata-quorum "
-       "add-controller)", _unsupported("klog controllers do not join the quorum by themselves")),
     ("controller.quorum.fetch.max.bytes", "int", 1048576, "bytes of one Raft Fetch", at_least(1)),
     ("controller.quorum.fetch.snapshot.max.bytes", "int", 1048576, "bytes of one FetchSnapshot", at_least(1)),
     ("controller.socket.timeout.ms", "int", 30000, "socket timeout of controller-to-broker channels", None),
