@@ -252,8 +252,9 @@ def test_create_partitions_naming_a_topic_twice_answers_it_once(bootstrap: str) 
 
 
 def test_find_coordinator_of_an_unknown_key_type_is_refused_in_kafkas_words(bootstrap: str) -> None:
-    """INVALID_REQUEST with the error's default message, in v3 and per key in v4+; the share key type while share
-    groups are not enabled (the default of both) with an empty one (klog: "Unsupported coordinator key type 9")."""
+    """INVALID_REQUEST with the error's default message, in v3 and per key in v4+; a share key (type 2) that is
+    not ``group:topicId:partition`` (no group, a topic id that is not a Kafka Uuid, a partition that is not an int)
+    with an empty one (klog's first ShareCoordinatorFinder took any topic id, as Kafka's SharePartitionKey does not)."""
     default = ("This most likely occurs because of a request being malformed by the client library or the message "
                "was sent to an incompatible broker. See the broker logs for more details.")
     with Wire(bootstrap) as wire:
@@ -262,5 +263,8 @@ def test_find_coordinator_of_an_unknown_key_type_is_refused_in_kafkas_words(boot
         batched = wire.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 9, "coordinator_keys": ["g", "h"]})
         assert [(c.key, c.error_code, c.error_message, c.node_id) for c in batched.coordinators] == [
             ("g", ErrorCode.INVALID_REQUEST, default, -1), ("h", ErrorCode.INVALID_REQUEST, default, -1)]
-        share = wire.request(ApiKey.FIND_COORDINATOR, 6, {"key_type": 2, "coordinator_keys": ["g:x:0"]})
-        assert [(c.error_code, c.error_message) for c in share.coordinators] == [(ErrorCode.INVALID_REQUEST, "")]
+        topic_id = "XiBKVgyiQq6SEYcEV_MeGg"
+        malformed = ["g:x:0", f":{topic_id}:0", f"g:{topic_id}:x", f"g:{topic_id}:1.5", f"g:{topic_id}", "abc"]
+        share = wire.request(ApiKey.FIND_COORDINATOR, 6, {"key_type": 2, "coordinator_keys": malformed})
+        assert [(c.key, c.error_code, c.error_message, c.node_id) for c in share.coordinators] == [
+            (key, ErrorCode.INVALID_REQUEST, "", -1) for key in malformed]

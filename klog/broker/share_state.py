@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import re
 import time
 import struct
 import uuid
@@ -57,6 +58,7 @@ from typing import Any
 
 from klog.broker.coordinator.runtime import CoordinatorLog, replication_error_code, storage_error_code
 from klog.controller.topics import internal_topic_spec
+from klog.metadata.storage import parse_kafka_uuid
 from klog.broker.share_partitions import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, SharePartition
 from klog.protocol.data import (
     SHARE_SNAPSHOT_KEY_SCHEMA, SHARE_SNAPSHOT_VALUE_SCHEMA, SHARE_UPDATE_KEY_SCHEMA, SHARE_UPDATE_VALUE_SCHEMA,
@@ -126,9 +128,8 @@ class ShareCoordinatorFinder:
         none = (-1, "", -1)
         if not self.enabled():
             return ErrorCode.INVALID_REQUEST, "", none
-        parts = key.split(":")
-        if len(parts) != 3 or not parts[0] or not parts[2].isdigit():
-            return ErrorCode.INVALID_REQUEST, f"Invalid coordinator key: {key}", none
+        if not valid_share_partition_key(key):   # Kafka answers with no message
+            return ErrorCode.INVALID_REQUEST, "", none
         try:
             await self.store.ensure_topic_async()
         except OSError as exc:   # not created yet: the client asks again
@@ -138,6 +139,27 @@ class ShareCoordinatorFinder:
         if found is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TOPIC}-{partition} has no live leader", none
         return ErrorCode.NONE, None, found
+
+
+#: an int Java's ``Integer.parseInt`` reads (a sign, decimal digits)
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def valid_share_partition_key(key: str) -> bool:
+    """Kafka's ``SharePartitionKey.validate``: ``group:topicId:partition`` with a group, a topic id a Kafka Uuid
+    reads (base64url of 16 bytes) and an int partition, split as Java's ``String.split`` does (trailing empty
+    parts dropped)."""
+    parts = key.split(":")
+    while parts and parts[-1] == "":
+        parts.pop()
+    if len(parts) != 3 or not parts[0] or len(parts[1]) > 24 or not _JAVA_INT.fullmatch(parts[2]) \
+            or not -2**31 <= int(parts[2]) < 2**31:
+        return False
+    try:
+        parse_kafka_uuid(parts[1])
+    except ValueError:
+        return False
+    return True
 
 
 def state_batches(sp: SharePartition) -> list[dict[str, int]]:
