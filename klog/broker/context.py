@@ -748,6 +748,7 @@ class BrokerState:
     def close(self) -> None:
         for task in list(self._auto_creations.values()):
             task.cancel()
+        self.share_partitions.store.cancel_topic_creation()
         try:
             self.save_producer_state()
         except OSError as exc:

@@ -130,15 +130,7 @@ class ShareCoordinatorFinder:
             return ErrorCode.INVALID_REQUEST, "", none
         if not valid_share_partition_key(key):   # Kafka answers with no message
             return ErrorCode.INVALID_REQUEST, "", none
-        try:
-            await self.store.ensure_topic_async()
-        except OSError as exc:   # not created yet: the client asks again
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), none
-        partition = self.store.partition_for(key)
-        found = self.context.partition_leader_endpoint(TOPIC, partition, listener or self.context.listener_name)
-        if found is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TOPIC}-{partition} has no live leader", none
-        return ErrorCode.NONE, None, found
+        return await self.store.leader_of(key, listener or self.context.listener_name)
 
 
 #: an int Java's ``Integer.parseInt`` reads (a sign, decimal digits)
@@ -473,7 +465,8 @@ class ShareStateStore(CoordinatorLog):
     TOPIC = TOPIC
 
     def __init__(self, context: Any, config: Any) -> None:
-        super().__init__(context, internal_topic_spec(TOPIC, config), int(config["share.coordinator.state.topic.compression.codec"]),
+        super().__init__(context, internal_topic_spec(TOPIC, config),
+                         int(config["share.coordinator.state.topic.compression.codec"]),
                          int(config["share.coordinator.load.buffer.size"]))
         self.write_timeout_ms = int(config["share.coordinator.write.timeout.ms"])
         #: ShareUpdate records written between two ShareSnapshots of a share-partition

@@ -124,6 +124,8 @@ class CoordinatorLog:
         self.num_partitions = spec.num_partitions
         self.compression = COMPRESSION_BY_ID.get(compression_codec, "none")
         self.load_buffer_bytes = load_buffer_bytes
+        #: the topic's creation FindCoordinator started, shared by the requests that come meanwhile
+        self._topic_creation: asyncio.Future[None] | None = None
 
     def partition_for(self, key: str) -> int:
         return partition_for(key, self.num_partitions)
@@ -140,6 +142,36 @@ class CoordinatorLog:
         yet)."""
         await self.context.ensure_internal_topic_async(self.TOPIC, self.num_partitions, self.configs(),
                                                        replication_factor=self.spec.replication_factor)
+
+    async def leader_of(self, key: str, listener: str) -> tuple[int, str | None, tuple[int, str, int]]:
+        """FindCoordinator's answer for ``key`` on a quorum: (error, message, (node id, host, port)) of the leader of
+        its partition on ``listener``. The topic is created through the active controller on first use, one creation
+        shared by the requests meanwhile, each waiting for it at most ``INTERNAL_TOPIC_CREATE_WAIT_S`` (then
+        COORDINATOR_NOT_AVAILABLE: the client asks again); COORDINATOR_NOT_AVAILABLE while the partition has no
+        live leader."""
+        none = (-1, "", -1)
+        topic = self.TOPIC
+        if self.context.partition_count(topic) is None:
+            if self._topic_creation is None or self._topic_creation.done():
+                self._topic_creation = asyncio.ensure_future(self.ensure_topic_async())
+                # its failure is read here even when no FindCoordinator waits for it any more
+                self._topic_creation.add_done_callback(lambda t: t.cancelled() or t.exception())
+            try:
+                await asyncio.wait_for(asyncio.shield(self._topic_creation), INTERNAL_TOPIC_CREATE_WAIT_S)
+            except asyncio.TimeoutError:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic} is being created", none
+            except OSError as exc:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), none
+        partition = self.partition_for(key)
+        found = self.context.partition_leader_endpoint(topic, partition, listener)
+        if found is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no live leader", none
+        return ErrorCode.NONE, None, found
+
+    def cancel_topic_creation(self) -> None:
+        """The broker stops: a creation :meth:`leader_of` started is not waited for."""
+        if self._topic_creation is not None:
+            self._topic_creation.cancel()
 
     def write(self, key: str, records: Records, now_ms: int, producer: tuple[int, int] | None = None,
               verification: object | None = None) -> tuple[int, int] | None:
@@ -246,7 +278,6 @@ class CoordinatorRuntime:
         #: has them. Per asyncio task, so concurrent requests on other connections keep their own.
         self._unreplicated: ContextVar[list[tuple[int, int]] | None] = ContextVar(f"{name}_unreplicated",
                                                                                    default=None)
-        self._topic_creation: asyncio.Future[None] | None = None
         self._timer_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         #: records written to the log (tests and benchmarks read it)
@@ -271,8 +302,8 @@ class CoordinatorRuntime:
 
     async def stop(self) -> None:
         self.active = False
-        if self._topic_creation is not None:
-            self._topic_creation.cancel()
+        if self.log is not None:
+            self.log.cancel_topic_creation()
         if self._timer_task is not None:
             self._timer_task.cancel()
             try:
@@ -426,20 +457,4 @@ class CoordinatorRuntime:
             except OSError as exc:  # the topic cannot be made (its log dir is offline)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), none
             return ErrorCode.NONE, None, myself
-        topic = self.log.TOPIC
-        if self.context.partition_count(topic) is None:
-            if self._topic_creation is None or self._topic_creation.done():
-                self._topic_creation = asyncio.ensure_future(self.log.ensure_topic_async())
-                # its failure is read here even when no FindCoordinator waits for it any more
-                self._topic_creation.add_done_callback(lambda t: t.cancelled() or t.exception())
-            try:
-                await asyncio.wait_for(asyncio.shield(self._topic_creation), INTERNAL_TOPIC_CREATE_WAIT_S)
-            except asyncio.TimeoutError:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic} is being created", none
-            except OSError as exc:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc), none
-        partition = self.log.partition_for(key)
-        found = self.context.partition_leader_endpoint(topic, partition, listener or self.context.listener_name)
-        if found is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no live leader", none
-        return ErrorCode.NONE, None, found
+        return await self.log.leader_of(key, listener or self.context.listener_name)
