@@ -523,7 +523,7 @@ pub(crate) fn serve(
     {
         let table = routes.lock();
         let mut key = (String::new(), 0);
-        for &(topic, partition, current_leader_epoch, fetch_offset, partition_max_bytes, _, _) in &wanted {
+        for &(topic, partition, current_leader_epoch, fetch_offset, partition_max_bytes, last_fetched_epoch, _) in &wanted {
             let Some(name) = table.name_of(topic) else {
                 return Ok(Served::NotServed);
             };
@@ -537,6 +537,12 @@ pub(crate) fn serve(
                 return Ok(Served::NotServed);
             }
             if fetch_offset < route.log.log_start_offset() || fetch_offset > route.log.log_end_offset() {
+                return Ok(Served::NotServed);
+            }
+            // a consumer's last fetched epoch other than the leader's (the latest of its epoch cache,
+            // which ends at the log end): a diverging epoch or OFFSET_OUT_OF_RANGE may be the answer
+            // (Kafka's Partition.readRecords), the Python path's to give
+            if !replica && last_fetched_epoch >= 0 && last_fetched_epoch != route.leader_epoch {
                 return Ok(Served::NotServed);
             }
             planned.push(Planned {
