@@ -740,3 +740,39 @@ def test_the_java_consumers_fetch_sessions_are_served_natively_and_it_reads_ever
         assert [line for line in read if line.startswith(f"Partition:{partition}\t")] == \
             [f"Partition:{partition}\tj-{i}" for i in range(partition, count, 2)]
     assert stats["native_fetch_session_requests"] >= 10, stats
+
+
+def test_a_consumers_last_fetched_epoch_of_the_leader_is_served_natively_and_another_left_to_python():
+    """The Java consumer names the epoch of the records it read last (KIP-320): the leader's own epoch ends at the log
+    end (nothing diverges: served natively); an epoch the log cannot end is the Python path's OFFSET_OUT_OF_RANGE
+    (Kafka's Partition.readRecords; tests/test_produce_fetch_edges_vs_kafka.py runs the same on Kafka)."""
+    with klog.Broker(config={"klog.fetch.native.enable": True}) as broker, \
+            WireClient(broker.host, broker.port) as wire:
+        created = wire.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+            {"name": "lfe", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+            "timeout_ms": 5000, "validate_only": False})
+        assert created.topics[0].error_code == 0
+
+        def fetch(last_fetched_epoch: int) -> tuple[int, int, int]:
+            """(error, record bytes, requests the native path served)."""
+            before = broker.stats()["native_fetch_requests"]
+            answer = wire.request(ApiKey.FETCH, 12, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "topics": [{"topic": "lfe", "partitions": [
+                    {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                     "last_fetched_epoch": last_fetched_epoch, "log_start_offset": -1,
+                     "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""})
+            [p] = answer.responses[0].partitions
+            return p.error_code, len(p.records or b""), broker.stats()["native_fetch_requests"] - before
+
+        for _ in range(100):   # the new partition's leader, then a Python-path fetch routes it
+            produced = wire.request(ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+                                                        "topic_data": [{"name": "lfe", "partition_data": [
+                                                            {"index": 0, "records": batch(2, 0)}]}]})
+            if produced.responses[0].partition_responses[0].error_code == 0:
+                break
+            time.sleep(0.05)
+        fetch(-1)
+        error, size, served = fetch(0)
+        assert (error, served) == (errors.NONE, 1) and size > 0
+        assert fetch(3) == (errors.OFFSET_OUT_OF_RANGE, 0, 0)

@@ -217,3 +217,45 @@ def test_a_consumers_fetch_refused_for_its_offset_or_leader_epoch_carries_no_off
              "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]
         assert wire.fetch(topic, 1, topics=newer_epoch) == refused(ErrorCode.UNKNOWN_LEADER_EPOCH)
         assert wire.fetch(topic, 1)["partitions"][0]["log_start_offset"] == 1
+
+
+def test_a_consumers_last_fetched_epoch_is_checked_before_its_records_are_read(bootstrap: str) -> None:
+    """Kafka's Partition.readRecords checks a consumer's last fetched epoch (the Java consumer sends the epoch of the
+    records it read last, KIP-320) before reading: the epoch's end below the fetch offset is answered as
+    ``diverging_epoch`` with the partition's offsets and no records (the consumer then validates its position), an
+    epoch the partition cannot end is OFFSET_OUT_OF_RANGE with no offsets; a negative epoch, leader epoch included,
+    is none (``FetchRequest.optionalEpoch``). klog read on whatever the epoch until 2026-12-07, and fenced a
+    negative leader epoch (FENCED_LEADER_EPOCH)."""
+    def fetch(wire: Wire, topic: str, offset: int, last_fetched_epoch: int, current_leader_epoch: int = -1
+              ) -> tuple[int, int, int, int, tuple[int, int], int]:
+        """(error, high watermark, last stable offset, log start offset, diverging epoch, record bytes)."""
+        answer = wire.request(ApiKey.FETCH, 12, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": current_leader_epoch, "fetch_offset": offset,
+                 "last_fetched_epoch": last_fetched_epoch, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+        assert answer.error_code == ErrorCode.NONE
+        [p] = answer.responses[0].partitions
+        return (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset,
+                (p.diverging_epoch.epoch, p.diverging_epoch.end_offset), len(p.records or b""))
+
+    no_divergence = (-1, -1)
+    with Wire(bootstrap) as wire:
+        topic = wire.create_topic()
+        wire.warm(topic)
+        end = wire.warm(topic)   # records of epoch 0, read back: klog's native paths serve the partition
+        # the epoch of the records read: read on, natively where klog serves the partition so
+        for offset in (0, end - 1, end):
+            answer = fetch(wire, topic, offset, 0)
+            assert answer[:5] == (ErrorCode.NONE, end, end, 0, no_divergence), offset
+            assert (answer[5] > 0) == (offset < end), offset
+        # the epoch ends at the log end, before the offset asked: diverging, no records
+        assert fetch(wire, topic, end + 5, 0) == (ErrorCode.NONE, end, end, 0, (0, end), 0)
+        # an epoch newer than every known one cannot be ended
+        for offset in (0, end):
+            assert fetch(wire, topic, offset, 3) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1, -1, no_divergence, 0)
+        # negative epochs are none
+        for epochs in ((-3, -1), (-1, -5), (-2, -2)):
+            answer = fetch(wire, topic, 0, *epochs)
+            assert answer[:5] == (ErrorCode.NONE, end, end, 0, no_divergence) and answer[5] > 0, epochs

@@ -259,3 +259,20 @@ def test_write_txn_markers_v0_is_refused_v1_answered(node: Node) -> None:
     answer = _request(node, ApiKey.WRITE_TXN_MARKERS, 1, body)
     assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions])
             for m in answer.markers for t in m.topics] == [(name, [(0, E.NONE)])]
+
+
+def test_metadata_naming_topic_ids_answers_each_id_once_and_no_name_beside_them(node: Node) -> None:
+    """Kafka's handleTopicMetadataRequest reads a v12+ request's topic ids into a set and, when there is any,
+    answers the ids alone: an id named twice once, a name beside them not at all, a name given with an id by the
+    id (klog answered every entry, an id with a name by the name, until 2026-12-07)."""
+    name, a = _topic(node)
+    other, _ = _topic(node)
+    unknown = uuid.uuid4()
+    for version in (12, 13):
+        answer = _metadata(node, [{"name": None, "topic_id": a}, {"name": other, "topic_id": ZERO},
+                                  {"name": None, "topic_id": a}, {"name": name, "topic_id": unknown}], version)
+        assert sorted((str(t.topic_id), t.name, t.error_code) for t in answer.topics) == sorted(
+            [(str(a), name, E.NONE), (str(unknown), None, E.UNKNOWN_TOPIC_ID)])
+    # names alone: answered by name, as before
+    assert [(t.name, t.error_code) for t in _metadata(node, [{"name": other, "topic_id": ZERO}]).topics] == [
+        (other, E.NONE)]

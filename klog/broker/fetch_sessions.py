@@ -86,9 +86,11 @@ class FetchPartition:
 
     @classmethod
     def of(cls, request_partition: FetchRequestPartition) -> FetchPartition:
+        """A request's partition; a negative leader epoch or last fetched epoch is none (-1), as Kafka's
+        ``FetchRequest.optionalEpoch`` reads both."""
         p = request_partition
-        return cls(p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
-                   p.last_fetched_epoch, p.log_start_offset)
+        return cls(p.partition, p.fetch_offset, p.partition_max_bytes, max(p.current_leader_epoch, -1),
+                   max(p.last_fetched_epoch, -1), p.log_start_offset)
 
     def update(self, new: FetchPartition) -> None:
         """A later request's parameters. What was answered stays, unless the client names a new leader epoch: it

@@ -8,7 +8,9 @@ whose ``rack_id`` holds an in-sync follower with that follower as ``preferred_re
 Replicas fetch as Kafka's followers (``ReplicaState`` v15+, the top-level ``replica_id`` before): the
 replica manager judges each partition (leader epoch, ``last_fetched_epoch`` against the epoch cache, answering a
 ``diverging_epoch``) and records the fetch position, which moves the high watermark; replicas read up to the log
-end. Topics are named by id from v13 (KIP-516; an id the image lacks answers UNKNOWN_TOPIC_ID).
+end. A consumer's ``last_fetched_epoch`` is checked as Kafka's ``Partition.readRecords`` checks it (a diverging epoch
+or OFFSET_OUT_OF_RANGE before any read). Topics are named by id from v13 (KIP-516; an id the image lacks answers
+UNKNOWN_TOPIC_ID).
 
 Fetch sessions (KIP-227, v7+; :mod:`klog.broker.fetch_sessions`): ``session_epoch`` 0 opens one, later epochs
 name only the partitions that changed and are answered only with those that have news; the whole session is read
@@ -33,6 +35,7 @@ from klog.broker.fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID, FetchCon
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.leaders import current_leader, leader_endpoints
+from klog.broker.handlers.list_offsets import epoch_end_offset
 
 from klog.broker.partitions import leader_epoch_error
 
@@ -81,6 +84,25 @@ def _not_leader(broker: HandlerBroker, name: str, index: int, leaders: set[int])
     answer = _partition_result(index, code)
     if leader is not None:
         answer["current_leader"] = leader
+    return answer
+
+
+def _diverged(broker: HandlerBroker, name: str, index: int, log_: PartitionLog, preq: FetchPartition
+              ) -> FetchResponsePartitionData | None:
+    """A consumer's fetch naming the epoch of the records it read last (the Java consumer's ``lastFetchedEpoch``,
+    KIP-320), checked as Kafka's ``Partition.readRecords`` checks it before reading: an epoch the partition cannot
+    end (newer than every known one) or an offset below the log start is OFFSET_OUT_OF_RANGE; an epoch that ends
+    before the fetch offset, or that the partition knows only under an older one, answers its end as the
+    ``diverging_epoch`` (the consumer's log was truncated: it validates its position) and no records; None: read
+    on."""
+    code, epoch, end = epoch_end_offset(broker, name, index, log_, preq.last_fetched_epoch)
+    if code or epoch < 0 or end < 0 or preq.fetch_offset < log_.log_start_offset:
+        return _partition_result(index, code or errors.OFFSET_OUT_OF_RANGE)
+    if epoch >= preq.last_fetched_epoch and end >= preq.fetch_offset:
+        return None
+    answer = _partition_result(index, errors.NONE, log_)
+    answer["last_stable_offset"] = broker.producers.last_stable_offset(name, index, log_.high_watermark)
+    answer["diverging_epoch"] = {"epoch": epoch, "end_offset": end}
     return answer
 
 
@@ -180,6 +202,12 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
                 answers.append((entry_key, _not_leader(broker, name, index, leaders)))
                 had_error = True
                 continue
+            if preq.last_fetched_epoch >= 0:
+                diverged = _diverged(broker, name, index, log_, preq)
+                if diverged is not None:   # answered at once, as an error is
+                    answers.append((entry_key, diverged))
+                    had_error = True
+                    continue
             if offset < log_.log_start_offset or offset > log_.log_end_offset:
                 answers.append((entry_key, _partition_result(index, errors.OFFSET_OUT_OF_RANGE)))
                 had_error = True

@@ -209,19 +209,25 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Lis
     return {"topics": topics}
 
 
-def _epoch_end(broker: HandlerBroker, name: str, log_: PartitionLog,
-               preq: OffsetForLeaderEpochRequestOffsetForLeaderPartition) -> OffsetForLeaderEpochResponseEpochEndOffset:
-    """OffsetForLeaderEpoch: Kafka's ``endOffsetFor`` over the leader's epochs (a replicated partition's leader
-    state, else the log's epoch entries): the latest epoch ends at the log end, an older one where the next higher
-    epoch starts; an epoch newer than every known one is UNDEFINED (epoch and offset -1)."""
-    wanted = preq.leader_epoch
-    replicated = broker.replicas.offset_for_leader_epoch(name, preq.partition, -1, wanted)
+def epoch_end_offset(broker: HandlerBroker, name: str, index: int, log_: PartitionLog, wanted: int
+                     ) -> tuple[int, int, int]:
+    """(error, epoch, end offset): Kafka's ``endOffsetFor`` of epoch ``wanted`` over the partition's epochs (a
+    replicated partition's leader state, else the log's epoch entries): the latest epoch ends at the log end, an
+    older one where the next higher epoch starts; an epoch newer than every known one is UNDEFINED (epoch and
+    offset -1). OffsetForLeaderEpoch answers it, and a consumer's Fetch checks its last fetched epoch with it."""
+    replicated = broker.replicas.offset_for_leader_epoch(name, index, -1, wanted)
     if replicated is not None:   # the leader state's epoch cache (Kafka's endOffsetFor)
-        code, epoch, end = replicated
-        return {"error_code": code, "leader_epoch": epoch, "end_offset": end}
+        return replicated
     answer = LeaderEpochCache(sorted(log_.leader_epoch_entries()) or [(0, log_.log_start_offset)]).end_offset_for(
         wanted, log_.log_end_offset)
-    return {"leader_epoch": answer.epoch, "end_offset": answer.end_offset}
+    return errors.NONE, answer.epoch, answer.end_offset
+
+
+def _epoch_end(broker: HandlerBroker, name: str, log_: PartitionLog,
+               preq: OffsetForLeaderEpochRequestOffsetForLeaderPartition) -> OffsetForLeaderEpochResponseEpochEndOffset:
+    """OffsetForLeaderEpoch's answer for one partition (:func:`epoch_end_offset`)."""
+    code, epoch, end = epoch_end_offset(broker, name, preq.partition, log_, preq.leader_epoch)
+    return {"error_code": code, "leader_epoch": epoch, "end_offset": end}
 
 
 @handler(23, 2, 4)

@@ -131,8 +131,13 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Metadat
         allow_create = broker.config["auto.create.topics.enable"] and (
             version < 4 or bool(getattr(request, "allow_auto_topic_creation", True)))
         named: set[str] = set()
-        for item in requested:
-            name = item.name
+        wanted = [(item.name, item.topic_id) for item in requested]
+        ids = [topic_id for _, topic_id in wanted if topic_id != errors.ZERO_UUID]
+        if ids and version >= FIRST_TOPIC_ID_VERSION:
+            # Kafka answers a request naming any topic id for its ids alone, each once (it reads them into a set):
+            # names beside them are not answered, an id given with a name is looked up by the id
+            wanted = [(None, topic_id) for topic_id in dict.fromkeys(ids)]
+        for name, topic_id in wanted:
             if name is not None:   # Kafka answers a topic named twice once (it reads the names into a set)
                 if name in named:
                     continue
@@ -140,7 +145,6 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Metadat
             if name is None:
                 # v12+ may ask by topic id; an id the principal may not describe answers TOPIC_AUTHORIZATION_FAILED
                 # with its name hidden, as Kafka's
-                topic_id = item.topic_id
                 found = metadata.topic_by_id(topic_id)
                 if found is None:
                     topics.append({**_error_entry(None, errors.UNKNOWN_TOPIC_ID), "topic_id": topic_id})

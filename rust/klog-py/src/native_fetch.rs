@@ -523,7 +523,7 @@ pub(crate) fn serve(
     {
         let table = routes.lock();
         let mut key = (String::new(), 0);
-        for &(topic, partition, current_leader_epoch, fetch_offset, partition_max_bytes, _, _) in &wanted {
+        for &(topic, partition, current_leader_epoch, fetch_offset, partition_max_bytes, last_fetched_epoch, _) in &wanted {
             let Some(name) = table.name_of(topic) else {
                 return Ok(Served::NotServed);
             };
@@ -537,6 +537,16 @@ pub(crate) fn serve(
                 return Ok(Served::NotServed);
             }
             if fetch_offset < route.log.log_start_offset() || fetch_offset > route.log.log_end_offset() {
+                return Ok(Served::NotServed);
+            }
+            // a consumer's last fetched epoch that diverges: a diverging epoch or OFFSET_OUT_OF_RANGE is
+            // the answer (Kafka's Partition.readRecords), the Python path's to give (the leader's own
+            // epoch, the latest, ends at the log end: no divergence, nothing to look up)
+            if !replica
+                && last_fetched_epoch >= 0
+                && last_fetched_epoch != route.leader_epoch
+                && epoch_diverges(&route.log, last_fetched_epoch, fetch_offset)
+            {
                 return Ok(Served::NotServed);
             }
             planned.push(Planned {
@@ -795,6 +805,27 @@ fn native_fetch<'py>(
         parked: 0,
     };
     Ok(Some(Bound::new(py, outcome)?))
+}
+
+/// Whether a consumer that read records of `last_fetched_epoch` up to `fetch_offset` has diverged
+/// from the log (Kafka's `Partition.readRecords` over `LeaderEpochFileCache.endOffsetFor`, the
+/// Python path's `klog/broker/handlers/fetch.py::_diverged`): the epoch is newer than every one the
+/// log knows, the log knows it only under an older epoch, or it ends before `fetch_offset`. An
+/// unreadable or empty epoch cache counts as diverging (the Python path decides).
+fn epoch_diverges(log: &core::PartitionLog, last_fetched_epoch: i32, fetch_offset: i64) -> bool {
+    let Ok(entries) = log.leader_epoch_entries() else {
+        return true;
+    };
+    // the entries (epoch, start offset) ascend by epoch
+    let (epoch, end) = match entries.iter().position(|&(epoch, _)| epoch > last_fetched_epoch) {
+        None => match entries.last() {
+            Some(&(latest, _)) if latest == last_fetched_epoch => (latest, log.log_end_offset()),
+            _ => return true,
+        },
+        Some(0) => (last_fetched_epoch, entries[0].1),
+        Some(higher) => (entries[higher - 1].0, entries[higher].1),
+    };
+    epoch < last_fetched_epoch || end < fetch_offset
 }
 
 /// The partitions of the session an incremental fetch continues, in read order, with the request's
