@@ -5,7 +5,6 @@ batch is stored with and what Fetch, ListOffsets and retention then see."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,8 +14,8 @@ from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
 from klog.records import decode_batches, encode_batch
 from klog.testing.kafka import one_broker
-from klog.testing.wire import WireClient
 from test_produce_fetch_edges_vs_kafka import PYTHON_PATHS
+from test_produce_fetch_edges_vs_kafka import Wire as EdgesWire
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(300)]
 
@@ -33,26 +32,17 @@ def bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         yield servers
 
 
-class Wire(WireClient):
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.split(",")[0].rsplit(":", 1)
-        super().__init__(host, int(port), client_id="log-configs-test")
-
+class Wire(EdgesWire):
     def create_topic(self, **configs: str) -> str:
         """A one-partition topic with ``configs`` (``_`` for ``.``), once its leader takes requests."""
-        name = f"data-{uuid.uuid4().hex[:8]}"
-        answer = self.request(ApiKey.CREATE_TOPICS, 5, {"topics": [
-            {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
-             "configs": [{"name": k.replace("_", "."), "value": v} for k, v in configs.items()]}],
-            "timeout_ms": 30000, "validate_only": False})
-        assert answer.topics[0].error_code == ErrorCode.NONE, answer
+        name = super().create_topic(**configs)
         for _ in range(200):
             if self.list_offset(name, -1)[0] == ErrorCode.NONE:
                 return name
             time.sleep(0.05)
         raise AssertionError(f"{name} has no leader")
 
-    def produce(self, topic: str, records: bytes) -> tuple[int, int, list[int]]:
+    def produce_one(self, topic: str, records: bytes) -> tuple[int, int, list[int]]:
         """(error code, base offset, the indexes of its record errors) of one Produce v9 of ``records`` to partition
         0."""
         answer = self.request(ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 10000,
@@ -98,7 +88,7 @@ def test_a_create_time_batch_is_stored_with_its_records_largest_timestamp(bootst
                          compression=codec, max_timestamp=header_max)
     with Wire(bootstrap) as wire:
         topic = wire.create_topic(compression_type=topic_codec, retention_ms=str(HOUR))
-        assert wire.produce(topic, batch) == (ErrorCode.NONE, 0, [])
+        assert wire.produce_one(topic, batch) == (ErrorCode.NONE, 0, [])
         time.sleep(1.5)   # three retention checks
         assert wire.list_offset(topic, -2)[:2] == (ErrorCode.NONE, 0)
         [stored] = wire.batches(topic)
@@ -117,10 +107,10 @@ def test_a_batch_claiming_log_append_time_is_refused_or_stored_as_create_time(bo
                          timestamp_type="log_append", max_timestamp=now)
     with Wire(bootstrap) as wire:
         log_append = wire.create_topic(message_timestamp_type="LogAppendTime")
-        assert wire.produce(log_append, batch) == (ErrorCode.INVALID_TIMESTAMP, -1, [0, 1])
+        assert wire.produce_one(log_append, batch) == (ErrorCode.INVALID_TIMESTAMP, -1, [0, 1])
         assert wire.list_offset(log_append, -1)[:2] == (ErrorCode.NONE, 0)
         create_time = wire.create_topic()
-        assert wire.produce(create_time, batch) == (ErrorCode.NONE, 0, [])
+        assert wire.produce_one(create_time, batch) == (ErrorCode.NONE, 0, [])
         [stored] = wire.batches(create_time)
         assert (stored.timestamp_type, stored.max_timestamp, [r.timestamp for r in stored.records]) == (
             "create", now, stamps)
