@@ -1,6 +1,6 @@
 """What topic configs do to the data, on klog and on Apache Kafka 4.3 from the same raw requests (one broker of
-each kind for the module, started from the same properties, retention checked every half second): the timestamps a
-batch is stored with and what Fetch, ListOffsets and retention then see."""
+each kind for the module, started from the same properties, retention checked every half second from the start): the
+timestamps a batch is stored with, and what Fetch, ListOffsets and retention then see."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     kind = "kafka" if request.param == "kafka" else "klog"
     properties = PYTHON_PATHS if request.param == "klog-python" else {}
     with one_broker(kind, tmp_path_factory.mktemp(request.param),
-                    {"log.retention.check.interval.ms": 500, **properties}) as servers:
+                    {"log.retention.check.interval.ms": 500, "log.initial.task.delay.ms": 0, **properties}) as servers:
         yield servers
 
 
@@ -114,3 +114,49 @@ def test_a_batch_claiming_log_append_time_is_refused_or_stored_as_create_time(bo
         [stored] = wire.batches(create_time)
         assert (stored.timestamp_type, stored.max_timestamp, [r.timestamp for r in stored.records]) == (
             "create", now, stamps)
+
+
+def _until_log_start(wire: Wire, topic: str, offset: int) -> None:
+    for _ in range(100):
+        if wire.list_offset(topic, -2)[1] == offset:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{topic}'s log start never reached {offset}: {wire.list_offset(topic, -2)}")
+
+
+def test_retention_deletes_whole_expired_or_excess_segments_and_moves_the_log_start(bootstrap: str) -> None:
+    """Each batch whose records' timestamps jump past segment.ms rolls a segment (Kafka's timeWaitedForRoll); a check
+    deletes the oldest segments whose largest timestamp is older than retention.ms, or while the log stays above
+    retention.bytes without them, and the log start moves to the next segment's base: ListOffsets earliest answers
+    it, a Fetch below it OFFSET_OUT_OF_RANGE, a timestamp lookup finds the first record kept. With every segment
+    expired, the active one too is rolled and deleted: the log start is the log end and the next append continues
+    there."""
+    now = int(time.time() * 1000)
+
+    def batch(timestamp: int, value: bytes = b"v") -> bytes:
+        return encode_batch([{"key": b"k%d" % i, "value": value, "timestamp": timestamp + i} for i in range(2)])
+
+    with Wire(bootstrap) as wire:
+        expiring = wire.create_topic(segment_ms="1000", retention_ms=str(HOUR))
+        for i in range(5):
+            assert wire.produce_one(expiring, batch(now - 2 * HOUR + i * 600_000))[0] == ErrorCode.NONE
+        assert wire.produce_one(expiring, batch(now))[:2] == (ErrorCode.NONE, 10)
+        _until_log_start(wire, expiring, 10)
+        assert wire.list_offset(expiring, -1)[:2] == (ErrorCode.NONE, 12)
+        assert wire.fetch(expiring, 9)["partitions"][0]["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert wire.list_offset(expiring, 0) == (ErrorCode.NONE, 10, now)
+
+        expired = wire.create_topic(segment_ms="1000", retention_ms=str(HOUR))
+        for i in range(3):
+            assert wire.produce_one(expired, batch(now - 2 * HOUR + i * 600_000))[0] == ErrorCode.NONE
+        _until_log_start(wire, expired, 6)
+        assert wire.list_offset(expired, -1)[:2] == (ErrorCode.NONE, 6)
+        assert wire.list_offset(expired, -3) == (ErrorCode.NONE, -1, -1)
+        assert wire.produce_one(expired, batch(now)) == (ErrorCode.NONE, 6, [])
+
+        sized = wire.create_topic(segment_ms="1000", retention_bytes="300")
+        for i in range(5):
+            assert wire.produce_one(sized, batch(now - 50_000 + i * 2000, b"v" * 50))[0] == ErrorCode.NONE
+        _until_log_start(wire, sized, 6)
+        time.sleep(1.5)   # three more checks: nothing more goes
+        assert wire.list_offset(sized, -2)[:2] == (ErrorCode.NONE, 6)
