@@ -45,11 +45,15 @@ class Wire(EdgesWire):
     def produce_one(self, topic: str, records: bytes) -> tuple[int, int, list[int]]:
         """(error code, base offset, the indexes of its record errors) of one Produce v9 of ``records`` to partition
         0."""
+        p = self.produce_answer(topic, records)
+        return p.error_code, p.base_offset, [e.batch_index for e in p.record_errors]
+
+    def produce_answer(self, topic: str, records: bytes) -> Any:
+        """The partition's answer to one Produce v9 of ``records`` to partition 0."""
         answer = self.request(ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 10000,
                                                   "topic_data": [{"name": topic, "partition_data": [
                                                       {"index": 0, "records": records}]}]})
-        p = answer.responses[0].partition_responses[0]
-        return p.error_code, p.base_offset, [e.batch_index for e in p.record_errors]
+        return answer.responses[0].partition_responses[0]
 
     def list_offset(self, topic: str, timestamp: int) -> tuple[int, int, int]:
         """(error code, offset, timestamp) ListOffsets v8 answers for partition 0 and ``timestamp``."""
@@ -160,3 +164,29 @@ def test_retention_deletes_whole_expired_or_excess_segments_and_moves_the_log_st
         _until_log_start(wire, sized, 6)
         time.sleep(1.5)   # three more checks: nothing more goes
         assert wire.list_offset(sized, -2)[:2] == (ErrorCode.NONE, 6)
+
+
+def test_a_batch_refused_for_its_records_is_answered_with_the_log_start_offset(bootstrap: str) -> None:
+    """Kafka answers a RecordValidationException (INVALID_TIMESTAMP, INVALID_RECORD with record errors) with the
+    partition's log start offset and the exception's message (ReplicaManager.appendToLocalLog's processFailedRecord);
+    klog answered -1 until 2026-12-07."""
+    now = int(time.time() * 1000)
+    with Wire(bootstrap) as wire:
+        bounded = wire.create_topic(message_timestamp_before_max_ms="60000")
+        compacted = wire.create_topic(cleanup_policy="compact,delete")   # DeleteRecords needs delete
+        for topic in (bounded, compacted):
+            assert wire.produce_one(topic, encode_batch([{"key": b"k", "value": b"v"}] * 2))[0] == ErrorCode.NONE
+            deleted = wire.request(ApiKey.DELETE_RECORDS, 2, {"topics": [{"name": topic, "partitions": [
+                {"partition_index": 0, "offset": 1}]}], "timeout_ms": 30000})
+            assert deleted.topics[0].partitions[0].error_code == ErrorCode.NONE
+        refusals = {
+            bounded: (encode_batch([{"key": b"k", "value": b"v", "timestamp": now - HOUR}]), ErrorCode.INVALID_TIMESTAMP,
+                      "One or more records have been rejected due to invalid timestamp"),
+            compacted: (encode_batch([{"key": None, "value": b"v"}]), ErrorCode.INVALID_RECORD,
+                        "One or more records have been rejected due to 1 record errors in total"),
+        }
+        for topic, (records, code, message) in refusals.items():
+            p = wire.produce_answer(topic, records)
+            assert (p.error_code, p.base_offset, p.log_start_offset, [e.batch_index for e in p.record_errors]) == (
+                code, -1, 1, [0])
+            assert p.error_message.startswith(message), p.error_message
