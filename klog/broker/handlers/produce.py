@@ -475,7 +475,11 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
     append to learn it from)."""
     if isinstance(verdict, tuple):
         code, message, record_errors = verdict
-        return _rejected(name, index, code, message, record_errors, ctx.header.client_id)
+        answer = _rejected(name, index, code, message, record_errors, ctx.header.client_id)
+        log_ = broker.partitions.get(name, index) if record_errors else None
+        if log_ is not None:   # Kafka's RecordValidationException: answered with the partition's log start offset
+            answer["log_start_offset"] = log_.log_start_offset
+        return answer
     if not route:
         if broker.replicas.leader_error(name, index):
             return _not_leader(broker, name, index, ctx.api_version, leaders)

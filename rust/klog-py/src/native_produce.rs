@@ -17,7 +17,7 @@ use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
 
 use klog_core::batch::produced::{accept_produced_batch, ProduceRequestRules, ProducedBatch};
-use klog_core::batch::recompress::{needs_recompression, recompress_batch, TargetCodec};
+use klog_core::batch::recompress::{rewrite_produced_batch, TargetCodec};
 use klog_core::batch::validate::ProducePolicy;
 use klog_core::batch::Compression;
 use klog_core::produce_request::{
@@ -321,14 +321,13 @@ fn check<'a>(
     if h.is_transactional() != transactional {
         return None;
     }
-    match &route.target {
-        Some(target) if needs_recompression(h, target) => {
-            let bytes = recompress_batch(data, h, target, routes.max_decompressed_bytes, budget).ok()?;
+    match rewrite_produced_batch(data, &batch, route.target.as_ref(), routes.max_decompressed_bytes, budget).ok()? {
+        Some(bytes) => {
             let rules = ProduceRequestRules { version: version.max(7), ..rules };
             let rebuilt = accept_produced_batch(&bytes, &rules, None, None).ok()?;
             Some(Checked { route, data: std::borrow::Cow::Owned(bytes), batch: rebuilt })
         }
-        _ => Some(Checked { route, data: std::borrow::Cow::Borrowed(data), batch }),
+        None => Some(Checked { route, data: std::borrow::Cow::Borrowed(data), batch }),
     }
 }
 

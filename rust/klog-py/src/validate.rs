@@ -4,7 +4,7 @@
 //! `ProducedBatch`: the header fields the broker needs, read once, which the log appends as is.
 
 use klog_core::batch::produced::{accept_produced_batch, ProduceRequestRules, ProducedBatch};
-use klog_core::batch::recompress::{needs_recompression, recompress_batch, TargetCodec};
+use klog_core::batch::recompress::{rewrite_produced_batch, TargetCodec};
 use klog_core::batch::Compression;
 use pyo3::types::PyBytes;
 use klog_core::batch::validate::{ProducePolicy, Rejection};
@@ -162,15 +162,14 @@ fn validate_produce_batch<'py>(
     let detach = (check_records || target.is_some()) && (work_budget.is_none() || data.len() >= DETACH_THRESHOLD);
     let verdict = run_detached_if(py, detach, || {
         let batch = accept_produced_batch(data, &rules, policy, work_budget)?;
-        match &target {
-            Some(target) if needs_recompression(batch.header(), target) => {
-                let bytes = recompress_batch(data, batch.header(), target, max_decompressed_bytes, work_budget)?;
+        match rewrite_produced_batch(data, &batch, target.as_ref(), max_decompressed_bytes, work_budget)? {
+            Some(bytes) => {
                 // the rebuilt batch may use zstd whatever the request's version: only its size is checked again
                 let rules = ProduceRequestRules { version: version.max(7), ..rules };
                 let rebuilt = accept_produced_batch(&bytes, &rules, None, None)?;
                 Ok((rebuilt, Some(bytes)))
             }
-            _ => Ok((batch, None)),
+            None => Ok((batch, None)),
         }
     });
     let record_errors = |errors: Vec<klog_core::batch::validate::RecordError>| -> Vec<(i32, String)> {

@@ -28,6 +28,10 @@ pub struct ProducedBatch {
     /// The header bytes the checks read: the append writes these (with its offsets and epoch),
     /// so a caller's buffer changed since cannot put a header nobody checked on disk.
     header_bytes: [u8; RECORD_BATCH_OVERHEAD],
+    /// When the checks walked the records and the header claims another max timestamp than
+    /// their largest, or LogAppendTime on a CreateTime topic: the max timestamp the batch is
+    /// stored with instead, as CreateTime (see [`super::validate::Validated::max_timestamp`]).
+    max_timestamp_to_store: Option<i64>,
 }
 
 /// Kafka's `RecordBatch.NO_SEQUENCE`.
@@ -42,6 +46,13 @@ impl ProducedBatch {
 
     pub fn header_bytes(&self) -> &[u8; RECORD_BATCH_OVERHEAD] {
         &self.header_bytes
+    }
+
+    /// The max timestamp the batch must be stored with, as CreateTime, in place of its header's:
+    /// Kafka's LogValidator sets a CreateTime topic's batch to its records' largest timestamp;
+    /// None: the header is right (or the records were not walked).
+    pub fn max_timestamp_to_store(&self) -> Option<i64> {
+        self.max_timestamp_to_store
     }
 
     /// The whole batch's size in bytes (the partition's records are exactly this batch).
@@ -88,9 +99,12 @@ pub fn accept_produced_batch(
     policy: Option<&ProducePolicy>,
     work_budget: Option<usize>,
 ) -> Result<ProducedBatch, Rejection> {
-    let produced = check_request_rules(batch, rules)?;
+    let mut produced = check_request_rules(batch, rules)?;
     if let Some(policy) = policy {
-        validate_parsed_batch(batch, &produced.header, policy, work_budget)?;
+        let validated = validate_parsed_batch(batch, &produced.header, policy, work_budget)?;
+        let h = &produced.header;
+        produced.max_timestamp_to_store =
+            validated.max_timestamp.filter(|&ts| ts != h.max_timestamp || h.is_log_append_time());
     }
     Ok(produced)
 }
@@ -165,7 +179,7 @@ fn check_request_rules(batch: &[u8], rules: &ProduceRequestRules) -> Result<Prod
         )));
     }
     let header = BatchHeader::parse(batch, 0).map_err(|e| Rejection::Corrupt(e.to_string()))?;
-    Ok(ProducedBatch { header, header_bytes })
+    Ok(ProducedBatch { header, header_bytes, max_timestamp_to_store: None })
 }
 
 #[cfg(test)]

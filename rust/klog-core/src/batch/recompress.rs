@@ -12,6 +12,7 @@
 //! fresh, valid CRC.
 
 use super::header::*;
+use super::produced::ProducedBatch;
 use super::validate::Rejection;
 use crate::compression::{compress_into, decompress, is_over_limit_reason};
 use crate::crc::crc32c;
@@ -83,6 +84,42 @@ pub fn recompress_batch(
     Ok(out)
 }
 
+/// The bytes the log stores for a produced batch (`batch`, accepted as `produced`) that Kafka's
+/// LogValidator would not store as sent: recompressed to the topic's codec (`target`, see
+/// [`recompress_batch`]) and/or given its records' largest timestamp as its max timestamp
+/// ([`ProducedBatch::max_timestamp_to_store`]; a header claiming another, or LogAppendTime on a
+/// CreateTime topic, is rewritten as Kafka's `setMaxTimestamp(CREATE_TIME, max)` does, so
+/// retention, time-based rolls and ListOffsets see the records' time).
+/// `None`: the batch is stored as sent. The producer's CRC is verified before either rewrite.
+pub fn rewrite_produced_batch(
+    batch: &[u8],
+    produced: &ProducedBatch,
+    target: Option<&TargetCodec>,
+    max_decompressed_bytes: usize,
+    work_budget: Option<usize>,
+) -> Result<Option<Vec<u8>>, Rejection> {
+    let h = produced.header();
+    let max_timestamp = produced.max_timestamp_to_store();
+    let mut out = match target {
+        Some(target) if needs_recompression(h, target) => {
+            recompress_batch(batch, h, target, max_decompressed_bytes, work_budget)?
+        }
+        _ if max_timestamp.is_some() => {
+            verify_crc(batch, h, 0).map_err(|e| Rejection::Corrupt(e.to_string()))?;
+            batch.to_vec()
+        }
+        _ => return Ok(None),
+    };
+    if let Some(ts) = max_timestamp {
+        let attributes = read_i16(&out, ATTRIBUTES_OFFSET) & !ATTR_TIMESTAMP_TYPE;
+        out[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+        out[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&ts.to_be_bytes());
+        let crc = crc32c(&out[ATTRIBUTES_OFFSET..]);
+        out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+    Ok(Some(out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +151,33 @@ mod tests {
 
     fn records(b: &[u8]) -> Vec<(BatchHeader, Vec<crate::batch::records::DecodedRecord>)> {
         decode_all(b, &DecodeOptions::default()).unwrap()
+    }
+
+    /// A header claiming another max timestamp than its records' largest is stored with theirs
+    /// (and a CRC over it), recompressed or not; a right one is stored as sent.
+    #[test]
+    fn a_header_claiming_another_max_timestamp_is_stored_with_the_records_largest() {
+        use crate::batch::produced::{accept_produced_batch, ProduceRequestRules};
+        use crate::batch::validate::ProducePolicy;
+        let rules = ProduceRequestRules { version: 9, max_message_bytes: i64::MAX };
+        let values = vec![b"x".repeat(50); 5];
+        for codec in CODECS {
+            let right = encode(&values, EncodeOptions { compression: codec, ..Default::default() });
+            let produced = accept_produced_batch(&right, &rules, Some(&ProducePolicy::default()), None).unwrap();
+            assert_eq!(rewrite_produced_batch(&right, &produced, None, DEFAULT_MAX_DECOMPRESSED_SIZE, None), Ok(None));
+            for claimed in [-1, 1, 5_000] {
+                let b = encode(&values, EncodeOptions { compression: codec, max_timestamp: Some(claimed), ..Default::default() });
+                let produced = accept_produced_batch(&b, &rules, Some(&ProducePolicy::default()), None).unwrap();
+                for to in [None, Some(target(Compression::Zstd))] {
+                    let out = rewrite_produced_batch(&b, &produced, to.as_ref(), DEFAULT_MAX_DECOMPRESSED_SIZE, None)
+                        .unwrap()
+                        .unwrap();
+                    let (h, recs) = records(&out).remove(0);
+                    assert_eq!(h.max_timestamp, 1_004, "{codec:?} {claimed} {to:?}");
+                    assert_eq!(recs, records(&b).remove(0).1);
+                }
+            }
+        }
     }
 
     #[test]
