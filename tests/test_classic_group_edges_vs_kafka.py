@@ -340,12 +340,49 @@ async def scenario_more(bootstrap: str, tag: str) -> list[Any]:
     return out
 
 
+
+async def scenario_offsets(bootstrap: str, tag: str) -> list[Any]:
+    """OffsetCommit's values at their bounds: metadata as long as offset.metadata.max.bytes counted in UTF-16 code
+    units as Java's String.length() (a character outside the BMP counts two), negative offsets, null metadata, a
+    partition committed twice in one request; what OffsetFetch answers for them."""
+    g = f"offsets-{tag}"
+    await ready(bootstrap, [g], {"dt": 2})
+    out: list[Any] = []
+    async with Conn(bootstrap) as a:
+        async def committed(label: str, body: dict[str, Any]) -> None:
+            r = await a.call(COMMIT, 8, body)
+            f = await a.call(FETCH, 8, {"groups": [{"group_id": g, "topics": [{"name": "dt",
+                                                                                "partition_indexes": [0]}]}],
+                                        "require_stable": False})
+            out.append((label, [p.error_code for t in r.topics for p in t.partitions],
+                        [(p.committed_offset, p.metadata and len(p.metadata)) for x in f.groups for t in x.topics
+                         for p in t.partitions]))
+
+        for label, metadata in (("ascii-at-limit", "x" * 4096), ("ascii-over-limit", "x" * 4097),
+                                ("two-byte-chars-at-limit", "\u00e9" * 4096),
+                                ("astral-at-limit", "\U0001F600" * 2048),
+                                ("astral-over-limit", "\U0001F600" * 2049), ("null", None)):
+            await committed(f"metadata-{label}", commit(g, -1, "", metadata=metadata))
+        for offset in (-1, -7):
+            body = commit(g, -1, "")
+            body["topics"][0]["partitions"][0]["committed_offset"] = offset
+            await committed(f"offset{offset}", body)
+        body = commit(g, -1, "")
+        body["topics"][0]["partitions"] = [dict(body["topics"][0]["partitions"][0], committed_offset=o) for o in (8, 9)]
+        await committed("partition-twice", body)
+    return out
+
+
 def test_the_classic_group_protocols_edge_cases_answer_as_apache_kafkas(broker: str) -> None:
     assert_kafkas_answers(broker, scenario, "e", KAFKA_ANSWERS)
 
 
 def test_classic_rejoins_static_members_and_described_members_answer_as_apache_kafkas(broker: str) -> None:
     assert_kafkas_answers(broker, scenario_more, "m", KAFKA_MORE)
+
+
+def test_offset_commit_bounds_answer_as_apache_kafkas(broker: str) -> None:
+    assert_kafkas_answers(broker, scenario_offsets, "o", KAFKA_OFFSETS)
 
 
 # -- Apache Kafka 4.3's answers, step by step (recorded from its side of this test) -------------------------------
@@ -462,4 +499,16 @@ KAFKA_MORE: list[Any] = [
     ('list-type-case', ['more-m', 'old-m', 'smore-m']),
     ('list-type-consumer', []),
     ('described-operations', [3400]),
+]
+
+KAFKA_OFFSETS: list[Any] = [
+    ('metadata-ascii-at-limit', [0], [(5, 4096)]),
+    ('metadata-ascii-over-limit', [12], [(5, 4096)]),
+    ('metadata-two-byte-chars-at-limit', [0], [(5, 4096)]),
+    ('metadata-astral-at-limit', [0], [(5, 2048)]),
+    ('metadata-astral-over-limit', [12], [(5, 2048)]),
+    ('metadata-null', [0], [(5, '')]),
+    ('offset-1', [0], [(-1, 1)]),
+    ('offset-7', [0], [(-7, 1)]),
+    ('partition-twice', [0, 0], [(9, 1)]),
 ]
