@@ -344,9 +344,11 @@ async def scenario_more(bootstrap: str, tag: str) -> list[Any]:
 async def scenario_offsets(bootstrap: str, tag: str) -> list[Any]:
     """OffsetCommit's values at their bounds: metadata as long as offset.metadata.max.bytes counted in UTF-16 code
     units as Java's String.length() (a character outside the BMP counts two), negative offsets, null metadata, a
-    partition committed twice in one request; what OffsetFetch answers for them."""
+    partition committed twice in one request; what OffsetFetch answers for them. Unknown topics and partitions
+    mixed with known ones, in groups that refuse the commit or take it: Kafka's KafkaApis refuses them before the
+    coordinator sees the rest and answers them first, one entry per topic."""
     g = f"offsets-{tag}"
-    await ready(bootstrap, [g], {"dt": 2})
+    await ready(bootstrap, [g], {"dt": 2, "du": 1})
     out: list[Any] = []
     async with Conn(bootstrap) as a:
         async def committed(label: str, body: dict[str, Any]) -> None:
@@ -370,6 +372,29 @@ async def scenario_offsets(bootstrap: str, tag: str) -> list[Any]:
         body = commit(g, -1, "")
         body["topics"][0]["partitions"] = [dict(body["topics"][0]["partitions"][0], committed_offset=o) for o in (8, 9)]
         await committed("partition-twice", body)
+
+        # unknown topics and partitions are refused before the group is looked at, and answered first; the
+        # answer has one entry per topic then (Kafka's OffsetCommitResponse.Builder)
+        def part(index: int) -> dict[str, Any]:
+            return {"partition_index": index, "committed_offset": 5, "committed_leader_epoch": -1,
+                    "committed_metadata": ""}
+
+        def answered(r: Any) -> list[Any]:
+            return [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics]
+
+        for label, version, group, generation, topics in (
+                ("unknown-group-v8", 8, f"none-{tag}", 3, [("dt", [0, 9]), (f"zz-{tag}", [0])]),
+                ("unknown-group-v9", 9, f"none-{tag}", 3, [("dt", [0, 9]), (f"zz-{tag}", [0])]),
+                ("only-refused", 9, f"none-{tag}", 3, [(f"zz-{tag}", [0]), ("dt", [7]), ("dt", [])]),
+                ("twice-no-refusal", 9, g, -1, [("dt", [0]), ("dt", [1]), ("dt", [])])):
+            body = commit(group, generation, "m" if generation >= 0 else "")
+            body["topics"] = [{"name": t, "partitions": [part(i) for i in ps]} for t, ps in topics]
+            out.append((label, answered(await a.call(COMMIT, version, body))))
+        for version in (2, 8, 9):
+            body = commit(g, -1, "")
+            body["topics"] = [{"name": t, "partitions": [part(i) for i in ps]} for t, ps in (
+                ("dt", [0, 9, 1, -1]), (f"zz-{tag}", [0]), ("dt", [1]), ("du", []), ("du", [0]))]
+            out.append((f"merged-v{version}", answered(await a.call(COMMIT, version, body))))
     return out
 
 
@@ -511,4 +536,11 @@ KAFKA_OFFSETS: list[Any] = [
     ('offset-1', [0], [(-1, 1)]),
     ('offset-7', [0], [(-7, 1)]),
     ('partition-twice', [0, 0], [(9, 1)]),
+    ('unknown-group-v8', [('dt', [(9, 3), (0, 22)]), ('zz-o', [(0, 3)])]),
+    ('unknown-group-v9', [('dt', [(9, 3), (0, 69)]), ('zz-o', [(0, 3)])]),
+    ('only-refused', [('zz-o', [(0, 3)]), ('dt', [(7, 3)])]),
+    ('twice-no-refusal', [('dt', [(0, 0)]), ('dt', [(1, 0)])]),
+    ('merged-v2', [('dt', [(9, 3), (-1, 3), (0, 0), (1, 0), (1, 0)]), ('zz-o', [(0, 3)]), ('du', [(0, 0)])]),
+    ('merged-v8', [('dt', [(9, 3), (-1, 3), (0, 0), (1, 0), (1, 0)]), ('zz-o', [(0, 3)]), ('du', [(0, 0)])]),
+    ('merged-v9', [('dt', [(9, 3), (-1, 3), (0, 0), (1, 0), (1, 0)]), ('zz-o', [(0, 3)]), ('du', [(0, 0)])]),
 ]
