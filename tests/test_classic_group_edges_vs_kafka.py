@@ -346,7 +346,7 @@ async def scenario_offsets(bootstrap: str, tag: str) -> list[Any]:
     units as Java's String.length() (a character outside the BMP counts two), negative offsets, null metadata, a
     partition committed twice in one request; what OffsetFetch answers for them. Unknown topics and partitions
     mixed with known ones, in groups that refuse the commit or take it: Kafka's KafkaApis refuses them before the
-    coordinator sees the rest and answers them first, one entry per topic."""
+    coordinator sees the rest and answers them first, one entry per topic; OffsetDelete too."""
     g = f"offsets-{tag}"
     await ready(bootstrap, [g], {"dt": 2, "du": 1})
     out: list[Any] = []
@@ -395,6 +395,15 @@ async def scenario_offsets(bootstrap: str, tag: str) -> list[Any]:
             body["topics"] = [{"name": t, "partitions": [part(i) for i in ps]} for t, ps in (
                 ("dt", [0, 9, 1, -1]), (f"zz-{tag}", [0]), ("dt", [1]), ("du", []), ("du", [0]))]
             out.append((f"merged-v{version}", answered(await a.call(COMMIT, version, body))))
+        # OffsetDelete likewise; its coordinator is asked even when nothing is left (a group error answers alone)
+        for label, group, topics in (
+                ("delete-mixed", g, [(f"zz-{tag}", [0]), ("dt", [1, 7, 0]), ("du", [0])]),
+                ("delete-twice", g, [("dt", [0, 0, -1]), ("dt", [1]), ("du", [])]),
+                ("delete-refused-unknown-group", f"none-{tag}", [(f"zz-{tag}", [0])]),
+                ("delete-refused-known-group", g, [(f"zz-{tag}", [0]), ("dt", [5])])):
+            r = await a.call(OFFSET_DELETE, 0, {"group_id": group, "topics": [
+                {"name": t, "partitions": [{"partition_index": i} for i in ps]} for t, ps in topics]})
+            out.append((label, r.error_code, answered(r)))
     return out
 
 
@@ -543,4 +552,8 @@ KAFKA_OFFSETS: list[Any] = [
     ('merged-v2', [('dt', [(9, 3), (-1, 3), (0, 0), (1, 0), (1, 0)]), ('zz-o', [(0, 3)]), ('du', [(0, 0)])]),
     ('merged-v8', [('dt', [(9, 3), (-1, 3), (0, 0), (1, 0), (1, 0)]), ('zz-o', [(0, 3)]), ('du', [(0, 0)])]),
     ('merged-v9', [('dt', [(9, 3), (-1, 3), (0, 0), (1, 0), (1, 0)]), ('zz-o', [(0, 3)]), ('du', [(0, 0)])]),
+    ('delete-mixed', 0, [('zz-o', [(0, 3)]), ('dt', [(7, 3), (1, 0), (0, 0)]), ('du', [(0, 0)])]),
+    ('delete-twice', 0, [('dt', [(-1, 3), (0, 0), (0, 0), (1, 0)])]),
+    ('delete-refused-unknown-group', 69, []),
+    ('delete-refused-known-group', 0, [('zz-o', [(0, 3)]), ('dt', [(5, 3)])]),
 ]

@@ -104,10 +104,10 @@ def _topic_of_id(broker: HandlerBroker, topic_id: uuid.UUID) -> Any:
     return None if topic_id == _NO_TOPIC_ID else broker.metadata.topic_by_id(topic_id)
 
 
-class _CommitAnswers:
-    """Kafka's OffsetCommitResponse.Builder: the handler's own refusals, one entry per topic (by id from v10, by name
-    before) in the order first named, then the coordinator's answers merged into them (taken as they are when
-    there are none)."""
+class _TopicAnswers:
+    """Kafka's OffsetCommitResponse.Builder (OffsetDeleteResponse.Builder likewise): the handler's own refusals, one
+    entry per topic (by id from OffsetCommit v10, by name before) in the order first named, then the
+    coordinator's answers merged into them (taken as they are when there are none)."""
 
     def __init__(self, by_id: bool) -> None:
         self.key = "topic_id" if by_id else "name"
@@ -137,6 +137,16 @@ class _CommitAnswers:
                 entry["partitions"].extend(topic["partitions"])
 
 
+def _known_partitions(answers: _TopicAnswers, t: Any, topic: Any) -> list[Any]:
+    """The partitions of the request's topic ``t`` that ``topic`` (its metadata; None: no such topic) has; the
+    others answer UNKNOWN_TOPIC_OR_PARTITION (a topic that does not exist has its entry, even naming no
+    partition)."""
+    missing = [p.partition_index for p in t.partitions if topic is None or p.partition_index not in topic.partitions]
+    if missing or topic is None:
+        answers.add(t, missing, errors.UNKNOWN_TOPIC_OR_PARTITION)
+    return [p for p in t.partitions if topic is not None and p.partition_index in topic.partitions]
+
+
 async def _offset_commit(broker: HandlerBroker, ctx: RequestContext, request: OffsetCommitRequest) -> Any:
     """OffsetCommit as Kafka's KafkaApis: Read on the group first (every topic answers GROUP_AUTHORIZATION_FAILED),
     then per topic (from v10 named by id: UNKNOWN_TOPIC_ID for an id no topic has, first)
@@ -147,11 +157,11 @@ async def _offset_commit(broker: HandlerBroker, ctx: RequestContext, request: Of
     if not _group_ok(broker, ctx, Op.READ, request.group_id):
         if not by_id:
             return {"throttle_time_ms": 0, "topics": _topic_errors(request.topics, GAF)}
-        refused = _CommitAnswers(by_id)
+        refused = _TopicAnswers(by_id)
         for t in request.topics:
             refused.add(t, [p.partition_index for p in t.partitions], GAF)
         return {"throttle_time_ms": 0, "topics": refused.topics}
-    answers = _CommitAnswers(by_id)
+    answers = _TopicAnswers(by_id)
     found = [_topic_of_id(broker, t.topic_id) if by_id else broker.metadata.topic(t.name) for t in request.topics]
     names = [f.name if by_id and f is not None else t.name for t, f in zip(request.topics, found, strict=True)]
     allowed = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC,
@@ -163,11 +173,7 @@ async def _offset_commit(broker: HandlerBroker, ctx: RequestContext, request: Of
             code = errors.UNKNOWN_TOPIC_ID if topic is None else TAF
             answers.add(t, [p.partition_index for p in t.partitions], code)
             continue
-        kept = [p for p in t.partitions if topic is not None and p.partition_index in topic.partitions]
-        missing = [p.partition_index for p in t.partitions
-                   if topic is None or p.partition_index not in topic.partitions]
-        if missing or topic is None:
-            answers.add(t, missing, errors.UNKNOWN_TOPIC_OR_PARTITION)
+        kept = _known_partitions(answers, t, topic)
         if kept:
             asked.append(Struct(name=name, topic_id=_get(t, "topic_id", _NO_TOPIC_ID), partitions=kept))
             id_of[name] = _get(t, "topic_id", _NO_TOPIC_ID)
@@ -353,19 +359,27 @@ async def _delete_groups(broker: HandlerBroker, ctx: RequestContext, request: De
 
 
 async def _offset_delete(broker: HandlerBroker, ctx: RequestContext, request: OffsetDeleteRequest) -> Any:
+    """OffsetDelete as Kafka's KafkaApis: Delete on the group first; per topic TOPIC_AUTHORIZATION_FAILED without
+    Read on it, UNKNOWN_TOPIC_OR_PARTITION for a topic or partition that does not exist; the coordinator is asked
+    about the rest, always (its group error answers alone), its answers merged after these refusals."""
     if not _group_ok(broker, ctx, Op.DELETE, request.group_id):
         return {"throttle_time_ms": 0, "error_code": GAF, "topics": []}
     allowed = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC, (t.name for t in request.topics))
-    kept = [t for t in request.topics if t.name in allowed]
-    refused = [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": TAF}
-                                               for p in t.partitions]}
-               for t in request.topics if t.name not in allowed]
-    if not refused:
-        return await _coordinate(broker, ctx, request)
-    response = await _coordinate(broker, ctx, _with(request, topics=kept)) if kept \
-        else {"throttle_time_ms": 0, "error_code": errors.NONE, "topics": []}
-    _get(response, "topics").extend(refused)
-    return response
+    answers = _TopicAnswers(by_id=False)
+    asked: list[Struct] = []
+    for t in request.topics:
+        if t.name not in allowed:
+            answers.add(t, [p.partition_index for p in t.partitions], TAF)
+            continue
+        kept = _known_partitions(answers, t, broker.metadata.topic(t.name))
+        if kept:
+            asked.append(Struct(name=t.name, partitions=kept))
+    response = await _coordinate(broker, ctx, _with(request, topics=asked))
+    if _get(response, "error_code"):
+        return response
+    answers.merge([{"name": _get(t, "name"), "topic_id": _NO_TOPIC_ID, "partitions": _get(t, "partitions")}
+                   for t in _get(response, "topics")])
+    return {"throttle_time_ms": 0, "error_code": errors.NONE, "topics": answers.topics}
 
 
 async def _describe_share_group_offsets(broker: HandlerBroker, ctx: RequestContext,
@@ -504,6 +518,8 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupReque
     api_key = int(ctx.header.api_key)
     if api_key == 8:   # the handler refuses unknown and unauthorized topics first, as Kafka's KafkaApis
         return await _offset_commit(broker, ctx, cast("OffsetCommitRequest", request))
+    if api_key == 47:
+        return await _offset_delete(broker, ctx, cast("OffsetDeleteRequest", request))
     if api_key == 9 and ctx.api_version >= OFFSETS_BY_TOPIC_ID_VERSION:
         return await _offset_fetch(broker, ctx, cast("OffsetFetchRequest", request))
     if broker.access is None and not (api_key in _DESCRIBE_API_KEYS
@@ -532,8 +548,6 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupReque
         return await _list_groups(broker, ctx, cast("ListGroupsRequest", request))
     if api_key == 42:
         return await _delete_groups(broker, ctx, cast("DeleteGroupsRequest", request))
-    if api_key == 47:
-        return await _offset_delete(broker, ctx, cast("OffsetDeleteRequest", request))
     if api_key == 90:   # DescribeShareGroupOffsets: Describe on each group
         return await _describe_share_group_offsets(broker, ctx, cast("DescribeShareGroupOffsetsRequest", request))
     if api_key in (91, 92):   # AlterShareGroupOffsets: Read on the group; DeleteShareGroupOffsets: Delete
