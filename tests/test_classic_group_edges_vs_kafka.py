@@ -340,12 +340,83 @@ async def scenario_more(bootstrap: str, tag: str) -> list[Any]:
     return out
 
 
+
+async def scenario_offsets(bootstrap: str, tag: str) -> list[Any]:
+    """OffsetCommit's values at their bounds: metadata as long as offset.metadata.max.bytes counted in UTF-16 code
+    units as Java's String.length() (a character outside the BMP counts two), negative offsets, null metadata, a
+    partition committed twice in one request; what OffsetFetch answers for them. Unknown topics and partitions
+    mixed with known ones, in groups that refuse the commit or take it: Kafka's KafkaApis refuses them before the
+    coordinator sees the rest and answers them first, one entry per topic; OffsetDelete too."""
+    g = f"offsets-{tag}"
+    await ready(bootstrap, [g], {"dt": 2, "du": 1})
+    out: list[Any] = []
+    async with Conn(bootstrap) as a:
+        async def committed(label: str, body: dict[str, Any]) -> None:
+            r = await a.call(COMMIT, 8, body)
+            f = await a.call(FETCH, 8, {"groups": [{"group_id": g, "topics": [{"name": "dt",
+                                                                                "partition_indexes": [0]}]}],
+                                        "require_stable": False})
+            out.append((label, [p.error_code for t in r.topics for p in t.partitions],
+                        [(p.committed_offset, p.metadata and len(p.metadata)) for x in f.groups for t in x.topics
+                         for p in t.partitions]))
+
+        for label, metadata in (("ascii-at-limit", "x" * 4096), ("ascii-over-limit", "x" * 4097),
+                                ("two-byte-chars-at-limit", "\u00e9" * 4096),
+                                ("astral-at-limit", "\U0001F600" * 2048),
+                                ("astral-over-limit", "\U0001F600" * 2049), ("null", None)):
+            await committed(f"metadata-{label}", commit(g, -1, "", metadata=metadata))
+        for offset in (-1, -7):
+            body = commit(g, -1, "")
+            body["topics"][0]["partitions"][0]["committed_offset"] = offset
+            await committed(f"offset{offset}", body)
+        body = commit(g, -1, "")
+        body["topics"][0]["partitions"] = [dict(body["topics"][0]["partitions"][0], committed_offset=o) for o in (8, 9)]
+        await committed("partition-twice", body)
+
+        # unknown topics and partitions are refused before the group is looked at, and answered first; the
+        # answer has one entry per topic then (Kafka's OffsetCommitResponse.Builder)
+        def part(index: int) -> dict[str, Any]:
+            return {"partition_index": index, "committed_offset": 5, "committed_leader_epoch": -1,
+                    "committed_metadata": ""}
+
+        def answered(r: Any) -> list[Any]:
+            return [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics]
+
+        for label, version, group, generation, topics in (
+                ("unknown-group-v8", 8, f"none-{tag}", 3, [("dt", [0, 9]), (f"zz-{tag}", [0])]),
+                ("unknown-group-v9", 9, f"none-{tag}", 3, [("dt", [0, 9]), (f"zz-{tag}", [0])]),
+                ("only-refused", 9, f"none-{tag}", 3, [(f"zz-{tag}", [0]), ("dt", [7]), ("dt", [])]),
+                ("twice-no-refusal", 9, g, -1, [("dt", [0]), ("dt", [1]), ("dt", [])])):
+            body = commit(group, generation, "m" if generation >= 0 else "")
+            body["topics"] = [{"name": t, "partitions": [part(i) for i in ps]} for t, ps in topics]
+            out.append((label, answered(await a.call(COMMIT, version, body))))
+        for version in (2, 8, 9):
+            body = commit(g, -1, "")
+            body["topics"] = [{"name": t, "partitions": [part(i) for i in ps]} for t, ps in (
+                ("dt", [0, 9, 1, -1]), (f"zz-{tag}", [0]), ("dt", [1]), ("du", []), ("du", [0]))]
+            out.append((f"merged-v{version}", answered(await a.call(COMMIT, version, body))))
+        # OffsetDelete likewise; its coordinator is asked even when nothing is left (a group error answers alone)
+        for label, group, topics in (
+                ("delete-mixed", g, [(f"zz-{tag}", [0]), ("dt", [1, 7, 0]), ("du", [0])]),
+                ("delete-twice", g, [("dt", [0, 0, -1]), ("dt", [1]), ("du", [])]),
+                ("delete-refused-unknown-group", f"none-{tag}", [(f"zz-{tag}", [0])]),
+                ("delete-refused-known-group", g, [(f"zz-{tag}", [0]), ("dt", [5])])):
+            r = await a.call(OFFSET_DELETE, 0, {"group_id": group, "topics": [
+                {"name": t, "partitions": [{"partition_index": i} for i in ps]} for t, ps in topics]})
+            out.append((label, r.error_code, answered(r)))
+    return out
+
+
 def test_the_classic_group_protocols_edge_cases_answer_as_apache_kafkas(broker: str) -> None:
     assert_kafkas_answers(broker, scenario, "e", KAFKA_ANSWERS)
 
 
 def test_classic_rejoins_static_members_and_described_members_answer_as_apache_kafkas(broker: str) -> None:
     assert_kafkas_answers(broker, scenario_more, "m", KAFKA_MORE)
+
+
+def test_offset_commit_bounds_answer_as_apache_kafkas(broker: str) -> None:
+    assert_kafkas_answers(broker, scenario_offsets, "o", KAFKA_OFFSETS)
 
 
 # -- Apache Kafka 4.3's answers, step by step (recorded from its side of this test) -------------------------------
@@ -462,4 +533,27 @@ KAFKA_MORE: list[Any] = [
     ('list-type-case', ['more-m', 'old-m', 'smore-m']),
     ('list-type-consumer', []),
     ('described-operations', [3400]),
+]
+
+KAFKA_OFFSETS: list[Any] = [
+    ('metadata-ascii-at-limit', [0], [(5, 4096)]),
+    ('metadata-ascii-over-limit', [12], [(5, 4096)]),
+    ('metadata-two-byte-chars-at-limit', [0], [(5, 4096)]),
+    ('metadata-astral-at-limit', [0], [(5, 2048)]),
+    ('metadata-astral-over-limit', [12], [(5, 2048)]),
+    ('metadata-null', [0], [(5, '')]),
+    ('offset-1', [0], [(-1, 1)]),
+    ('offset-7', [0], [(-7, 1)]),
+    ('partition-twice', [0, 0], [(9, 1)]),
+    ('unknown-group-v8', [('dt', [(9, 3), (0, 22)]), ('zz-o', [(0, 3)])]),
+    ('unknown-group-v9', [('dt', [(9, 3), (0, 69)]), ('zz-o', [(0, 3)])]),
+    ('only-refused', [('zz-o', [(0, 3)]), ('dt', [(7, 3)])]),
+    ('twice-no-refusal', [('dt', [(0, 0)]), ('dt', [(1, 0)])]),
+    ('merged-v2', [('dt', [(9, 3), (-1, 3), (0, 0), (1, 0), (1, 0)]), ('zz-o', [(0, 3)]), ('du', [(0, 0)])]),
+    ('merged-v8', [('dt', [(9, 3), (-1, 3), (0, 0), (1, 0), (1, 0)]), ('zz-o', [(0, 3)]), ('du', [(0, 0)])]),
+    ('merged-v9', [('dt', [(9, 3), (-1, 3), (0, 0), (1, 0), (1, 0)]), ('zz-o', [(0, 3)]), ('du', [(0, 0)])]),
+    ('delete-mixed', 0, [('zz-o', [(0, 3)]), ('dt', [(7, 3), (1, 0), (0, 0)]), ('du', [(0, 0)])]),
+    ('delete-twice', 0, [('dt', [(-1, 3), (0, 0), (0, 0), (1, 0)])]),
+    ('delete-refused-unknown-group', 69, []),
+    ('delete-refused-known-group', 0, [('zz-o', [(0, 3)]), ('dt', [(5, 3)])]),
 ]

@@ -8,7 +8,9 @@ classic group ids, authorized operations, the assignment fields); DescribeGroups
 filters in any case, unknown values) of a consumer group; OffsetCommit v9 (stale and future epochs, unknown member,
 an admin commit to a group with members), OffsetFetch v9 (member epochs, admin fetch, unknown topics and partitions,
 a classic group's offsets, require_stable with a transaction's pending offsets), OffsetDelete (topics subscribed by
-name or regex: GROUP_SUBSCRIBED_TO_TOPIC), DeleteGroups of a non-empty group.
+name or regex: GROUP_SUBSCRIBED_TO_TOPIC), DeleteGroups of a non-empty group; LeaveGroup naming consumer-protocol
+and classic members of a consumer group (an admin's removal: one new epoch, a downgrade when only classic members
+remain).
 
 Each step's observation (error codes, and what a client acts on) is compared with the one Apache Kafka 4.3 gave,
 recorded below; klog's side runs on every change, Kafka's nightly (tests/conftest.py marks it long) to check the
@@ -27,7 +29,7 @@ import pytest
 
 from klog.testing.cluster import cluster_of
 
-from test_groups_vs_kafka import Conn, assert_kafkas_answers, commit, join, ready
+from test_groups_vs_kafka import Conn, assert_kafkas_answers, commit, join, ready, set_group_config
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -35,7 +37,7 @@ PROPERTIES = {"num.partitions": 2, "offsets.topic.num.partitions": 1, "offsets.t
               "group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000,
               "group.max.session.timeout.ms": 100000, "auto.create.topics.enable": "true"}
 COMMIT, FETCH, METADATA, JOIN, SYNC, DESCRIBE, LIST = 8, 9, 3, 11, 14, 15, 16
-DELETE, OFFSET_DELETE, CGH, CGD = 42, 47, 68, 69
+DELETE, OFFSET_DELETE, CGH, CGD, LEAVE = 42, 47, 68, 69, 13
 NO_ID = uuid.UUID(int=0)
 
 
@@ -527,12 +529,139 @@ async def scenario_full(bootstrap: str, tag: str, out: list[Any] | None = None) 
         out.append(("classic-too-big", r.error_code, r.error_message))
     return out
 
+
+async def scenario_admin_leave(bootstrap: str, tag: str, out: list[Any] | None = None) -> list[Any]:
+    """LeaveGroup (an admin's removeMembersFromConsumerGroup) naming members of a consumer group: Kafka 4.3 removes
+    consumer-protocol members as well as classic ones, all named at once with one new group epoch, answers each
+    member as the request named it, and downgrades the group when only classic members remain."""
+    g, mixed, old = f"lv-{tag}", f"lvm-{tag}", f"lvo-{tag}"
+    await ready(bootstrap, [g, mixed, old], {"dt": 2})
+    out = [] if out is None else out
+    async with Conn(bootstrap) as a, Conn(bootstrap) as b, Conn(bootstrap) as admin:
+        k1, k2, k3 = (str(uuid.uuid4()) for _ in range(3))
+        names = {k1: "k1", k2: "k2", k3: "k3"}
+
+        def left(r: Any) -> Any:
+            return r.error_code, [(names.get(m.member_id, m.member_id), m.group_instance_id, m.error_code)
+                                  for m in r.members]
+
+        async def described(group: str) -> Any:
+            r = await admin.call(LIST, 5, {"states_filter": [], "types_filter": []})
+            d = await admin.call(CGD, 1, {"group_ids": [group], "include_authorized_operations": False})
+            return ([(x.group_type, x.group_state) for x in r.groups if x.group_id == group],
+                    [(x.error_code, x.group_epoch, sorted((names.get(m.member_id, "?"), m.member_type)
+                                                          for m in x.members)) for x in d.groups])
+
+        await a.call(CGH, 1, hb(g, k1, 0))
+        await b.call(CGH, 1, hb(g, k2, 0, instance_id="i2"))
+        await b.call(CGH, 1, hb(g, k3, 0))
+        epoch = (await described(g))[1][0][1]
+        r = await admin.call(LEAVE, 5, {"group_id": g, "members": [
+            {"member_id": m, "group_instance_id": i, "reason": None}
+            for m, i in ((k1, None), (k1, None), ("", "i2"), ("nobody", None), ("", "nope"), (k3, "i2"))]})
+        out.append(("leave-batch", left(r)))
+        state, groups = await described(g)
+        out.append(("after-batch", state, [(code, e - epoch, members) for code, e, members in groups]))
+        r = await a.call(CGH, 1, hb(g, k1, 2))
+        out.append(("removed-heartbeat", r.error_code, _named(r.error_message, k1=k1)))
+        r = await admin.call(LEAVE, 3, {"group_id": g, "members": [{"member_id": k3, "group_instance_id": None}]})
+        out.append(("leave-last", left(r)))
+        state, groups = await described(g)
+        out.append(("after-last", state, [(code, e - epoch, members) for code, e, members in groups]))
+        out.append(("leave-v0-gone", (await admin.call(LEAVE, 0, {"group_id": g, "member_id": k3})).error_code))
+        k4 = str(uuid.uuid4())
+        await a.call(CGH, 1, hb(old, k4, 0))
+        out.append(("leave-v0", (await admin.call(LEAVE, 0, {"group_id": old, "member_id": k4})).error_code,
+                    (await described(old))[0]))
+
+        # a classic member and a consumer-protocol member: removing the latter downgrades the group
+        r = await a.call(JOIN, 9, {**join(mixed, ""), "reason": None})
+        c1 = r.member_id
+        r = await a.call(JOIN, 9, {**join(mixed, c1), "reason": None})
+        generation = r.generation_id
+        r = await a.call(SYNC, 5, {"group_id": mixed, "generation_id": generation, "member_id": c1,
+                                   "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+                                   "assignments": [{"member_id": c1, "assignment": b""}]})
+        out.append(("classic-stable", r.error_code))
+        k = str(uuid.uuid4())
+        names[k], names[c1] = "k", "c1"
+        r = await b.call(CGH, 1, hb(mixed, k, 0))
+        out.append(("upgrade", r.error_code, [t for t, _ in (await described(mixed))[0]]))
+        r = await admin.call(LEAVE, 5, {"group_id": mixed, "members": [
+            {"member_id": k, "group_instance_id": None, "reason": "admin"}]})
+        out.append(("leave-consumer-member", left(r)))
+        out.append(("downgraded", await described(mixed)))
+        r = await admin.call(DESCRIBE, 5, {"groups": [mixed], "include_authorized_operations": False})
+        out.append(("downgraded-described", [(x.error_code, x.group_state, x.protocol_type, x.protocol_data,
+                                              sorted(names.get(m.member_id, "?") for m in x.members))
+                                             for x in r.groups]))
+        r = await a.call(12, 4, {"group_id": mixed, "generation_id": generation, "member_id": c1,
+                                 "group_instance_id": None})
+        out.append(("classic-heartbeat", r.error_code))
+    return out
+
+
+
+async def scenario_classic_members(bootstrap: str, tag: str, out: list[Any] | None = None) -> list[Any]:
+    """Classic members (JoinGroup, SyncGroup, Heartbeat) of a consumer group whose consumer-protocol member k holds
+    the partitions: a static member naming a member id its instance id never had, a dynamic JoinGroup with k's
+    member id (Kafka keeps k's instance id), the refusals' member id (none: Kafka answers an exception so); then a
+    classic member joining while the group's new epoch waits for the assignment interval (the group stays
+    Assigning): SyncGroup and Heartbeat answer NONE, Kafka 4.3 asking a rejoin only for a newer target assignment
+    than the member's epoch."""
+    groups = [f"cm{n}-{tag}" for n in range(4)]
+    await ready(bootstrap, groups, {"dt": 2})
+    out = [] if out is None else out
+    async with Conn(bootstrap) as a, Conn(bootstrap) as b, Conn(bootstrap) as admin:
+        async def members(group: str, k: str) -> Any:
+            d = await admin.call(CGD, 1, {"group_ids": [group], "include_authorized_operations": False})
+            return [(x.error_code, x.group_state, sorted((m.member_id == k, m.member_type, m.instance_id)
+                                                         for m in x.members)) for x in d.groups]
+
+        for group, label, body in (
+                (groups[0], "static-unknown-with-member-id", join(groups[0], "nobody", instance="s9")),
+                (groups[1], "static-other-member-id", join(groups[1], "other", instance="ki")),
+                (groups[2], "dynamic-with-consumer-member-id", None)):
+            k = str(uuid.uuid4())
+            await b.call(CGH, 1, hb(group, k, 0, instance_id="ki"))
+            r = await a.call(JOIN, 5, body or join(group, k))
+            out.append((label, r.error_code, r.member_id if r.error_code else r.member_id == k,
+                        await members(group, k)))
+
+        g = groups[3]
+        out.append(("interval", await set_group_config(admin, g, "consumer.assignment.interval.ms", "15000")))
+        k = str(uuid.uuid4())
+        r = await b.call(CGH, 1, hb(g, k, 0))
+        out.append(("consumer-member", r.error_code, r.assignment and [sorted(t.partitions)
+                                                                       for t in r.assignment.topic_partitions]))
+        r = await a.call(JOIN, 5, join(g, ""))
+        m = r.member_id
+        r = await a.call(JOIN, 5, join(g, m))
+        generation = r.generation_id
+        out.append(("classic-joins", r.error_code, r.leader, r.members, await members(g, k)))
+        r = await a.call(SYNC, 5, {"group_id": g, "generation_id": generation, "member_id": m,
+                                   "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+                                   "assignments": []})
+        out.append(("sync-assigning", r.error_code, r.protocol_type, r.protocol_name, r.assignment))
+        r = await a.call(12, 4, {"group_id": g, "generation_id": generation, "member_id": m, "group_instance_id": None})
+        out.append(("heartbeat-assigning", r.error_code))
+    return out
+
+
 def test_consumer_group_edge_cases_answer_as_apache_kafkas(broker: str) -> None:
     assert_kafkas_answers(broker, scenario, "e", KAFKA_ANSWERS)
 
 
 def test_consumer_group_subscriptions_static_members_and_stable_offsets_answer_as_apache_kafkas(broker: str) -> None:
     assert_kafkas_answers(broker, scenario_more, "m", KAFKA_MORE)
+
+
+def test_leave_group_removes_consumer_group_members_as_apache_kafka_does(broker: str) -> None:
+    assert_kafkas_answers(broker, scenario_admin_leave, "l", KAFKA_ADMIN_LEAVE)
+
+
+def test_classic_members_of_a_consumer_group_answer_as_apache_kafkas(broker: str) -> None:
+    assert_kafkas_answers(broker, scenario_classic_members, "c", KAFKA_CLASSIC_MEMBERS)
 
 
 def test_a_full_consumer_group_answers_as_apache_kafkas(small: str) -> None:
@@ -715,4 +844,32 @@ KAFKA_FULL: list[Any] = [
     ('classic-too-big', 69,
      'Cannot upgrade classic group cfull-f to consumer group because the group size exceeds the consumer group '
      'maximum size.'),
+]
+
+KAFKA_ADMIN_LEAVE: list[Any] = [
+    ('leave-batch', (0, [('k1', None, 0), ('k1', None, 0), ('', 'i2', 0), ('nobody', None, 25), ('', 'nope', 25),
+                         ('k3', 'i2', 82)])),
+    ('after-batch', [('consumer', 'Assigning')], [(0, 1, [('k3', 1)])]),
+    ('removed-heartbeat', 25, 'Member k1 is not a member of group lv-l.'),
+    ('leave-last', (0, [('k3', None, 0)])),
+    ('after-last', [('consumer', 'Empty')], [(0, 2, [])]),
+    ('leave-v0-gone', 25),
+    ('leave-v0', 0, [('consumer', 'Empty')]),
+    ('classic-stable', 0),
+    ('upgrade', 0, ['consumer']),
+    ('leave-consumer-member', (0, [('k', None, 0)])),
+    ('downgraded', ([('classic', 'PreparingRebalance')], [(69, 0, [])])),
+    ('downgraded-described', [(0, 'PreparingRebalance', 'consumer', '', ['c1'])]),
+    ('classic-heartbeat', 22),
+]
+
+KAFKA_CLASSIC_MEMBERS: list[Any] = [
+    ('static-unknown-with-member-id', 25, '', [(0, 'Stable', [(True, 1, 'ki')])]),
+    ('static-other-member-id', 82, '', [(0, 'Stable', [(True, 1, 'ki')])]),
+    ('dynamic-with-consumer-member-id', 0, True, [(0, 'Stable', [(True, 0, 'ki')])]),
+    ('interval', [0]),
+    ('consumer-member', 0, [[0, 1]]),
+    ('classic-joins', 0, '', [], [(0, 'Assigning', [(False, 0, None), (True, 1, None)])]),
+    ('sync-assigning', 0, 'consumer', 'range', b'\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff'),
+    ('heartbeat-assigning', 0),
 ]

@@ -112,6 +112,21 @@ async def ready(bootstrap: str, groups: list[str], topics: dict[str, int]) -> No
                 await asyncio.sleep(0.2)
 
 
+async def set_group_config(conn: Conn, group: str, name: str, value: str) -> list[int]:
+    """Sets one of a group's configs (IncrementalAlterConfigs of its GROUP resource) and waits, bounded, until
+    DescribeConfigs shows it (Kafka applies a group config from its metadata log); the alter's error codes."""
+    r = await conn.call(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
+        {"name": name, "config_operation": 0, "value": value}]}], "validate_only": False})
+    for _ in range(150):
+        d = await conn.call(32, 4, {"resources": [{"resource_type": 32, "resource_name": group,
+                                                   "configuration_keys": [name]}],
+                                    "include_synonyms": False, "include_documentation": False})
+        if [c.value for c in d.results[0].configs] == [value]:
+            break
+        await asyncio.sleep(0.1)
+    return [x.error_code for x in r.responses]
+
+
 #: A JoinGroup's timeouts, long enough for a loaded CI machine: once a join phase completes, both brokers remove a
 #: member whose SyncGroup has not come within the rebalance timeout (Kafka's pending-sync timer,
 #: GroupMetadataManager.schedulePendingSync), and one whose heartbeat has not within the session timeout. With 6 s,
@@ -562,17 +577,7 @@ async def scenario_interval_without_subscription(bootstrap: str, tag: str) -> li
     out: list = []
     async with Conn(bootstrap) as a:
         async def set_interval(ms):
-            r = await a.call(44, 1, {"resources": [{"resource_type": 32, "resource_name": g, "configs": [
-                {"name": "consumer.assignment.interval.ms", "config_operation": 0, "value": str(ms)}]}],
-                "validate_only": False})
-            out.append(("set-interval", ms, [x.error_code for x in r.responses]))
-            for _ in range(150):   # Kafka applies a group config from its metadata log: until it shows (bounded)
-                d = await a.call(32, 4, {"resources": [{"resource_type": 32, "resource_name": g,
-                                                        "configuration_keys": ["consumer.assignment.interval.ms"]}],
-                                         "include_synonyms": False, "include_documentation": False})
-                if [c.value for c in d.results[0].configs] == [str(ms)]:
-                    break
-                await asyncio.sleep(0.1)
+            out.append(("set-interval", ms, await set_group_config(a, g, "consumer.assignment.interval.ms", str(ms))))
 
         async def beat(label, member, epoch, topics):
             r = await a.call(68, 1, {"group_id": g, "member_id": member, "member_epoch": epoch, "instance_id": None,

@@ -17,7 +17,7 @@ import functools
 import logging
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -221,8 +221,8 @@ class ConsumerGroup(ModernGroup[ConsumerMember]):
         return None if mid is None else self.members.get(mid)
 
     # -- classic-protocol members (Kafka's "classic members of a consumer group") --------------------------------
-    def all_members_use_classic_protocol_except(self, member_id: str) -> bool:
-        return all(m.uses_classic_protocol for mid, m in self.members.items() if mid != member_id)
+    def all_members_use_classic_protocol_except(self, member_ids: Collection[str]) -> bool:
+        return all(m.uses_classic_protocol for mid, m in self.members.items() if mid not in member_ids)
 
     def supports_classic_protocols(self, protocol_type: str | None, names: set[str]) -> bool:
         """A classic member may join when it speaks the embedded consumer protocol and shares an assignor name
@@ -282,7 +282,7 @@ class ProtocolMigration(Protocol):
     def upgrade(self, consumer: ConsumerGroupManager, classic: Any, records: list) -> ConsumerGroup: ...
 
     def downgrade_without(self, consumer: ConsumerGroupManager, group: ConsumerGroup,
-                          leaving: ConsumerMember) -> bool: ...
+                          leaving: Sequence[ConsumerMember]) -> bool: ...
 
 
 class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
@@ -743,21 +743,30 @@ class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, ConsumerMember]):
         self.fence_member(group, member)
         return _leave_response(request.member_id, request.member_epoch)
 
-    def fence_member(self, group: ConsumerGroup, member: ConsumerMember, *, downgrade: bool = True) -> None:
-        """Removes a member that left or timed out (a new group epoch); when only classic-protocol members remain,
-        the group may become a classic group again (Kafka's online downgrade; not when a classic member leaves
-        through LeaveGroup)."""
-        if downgrade and self.migration is not None and self.migration.downgrade_without(self, group, member):
+    def fence_member(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """Removes a member that left or timed out (:meth:`fence_members`)."""
+        self.fence_members(group, [member])
+
+    def fence_members(self, group: ConsumerGroup, members: Sequence[ConsumerMember]) -> None:
+        """Kafka's consumerGroupFenceMembers: removes members that left or timed out, with one new group epoch; when
+        only classic-protocol members remain, the group may become a classic group again (Kafka's online
+        downgrade, a LeaveGroup's too)."""
+        if not members:
             return
-        # written first: a refused write leaves the member in (and its timers: a timer's fencing tries again)
-        records = ConsumerGroup.record_types.member_tombstones(group.group_id, member.member_id)
+        if self.migration is not None and self.migration.downgrade_without(self, group, members):
+            return
+        # written first: a refused write leaves the members in (and their timers: a timer's fencing tries again)
+        records = [r for m in members
+                   for r in ConsumerGroup.record_types.member_tombstones(group.group_id, m.member_id)]
         records.append(R.consumer_group_record(R.CONSUMER_GROUP_METADATA, {"group_id": group.group_id},
                                                {"epoch": group.group_epoch + 1}))
         self.write(group.group_id, records)
-        group.remove_member(member.member_id)
+        for member in members:
+            group.remove_member(member.member_id)
         group.subscription_metadata = self.subscription_metadata(list(group.members.values()), self.catalog())
         group.group_epoch += 1
-        self.cancel_timers(group, member.member_id)
+        for member in members:
+            self.cancel_timers(group, member.member_id)
 
     def member_session_timeout_ms(self, group: ConsumerGroup, member: ConsumerMember | None) -> int:
         """A classic-protocol member keeps the session timeout it joined with."""

@@ -30,7 +30,7 @@ from .migration import ClassicMembers, GroupMigration
 from .share import ShareGroup, ShareGroupManager
 from .share_offsets import ShareOffsetsAdmin
 from .errors import ErrorCode, GroupError, storage_error_code
-from .offsets import OffsetAndMetadata, OffsetStore
+from .offsets import OffsetAndMetadata, OffsetStore, metadata_too_large
 
 if TYPE_CHECKING:
     from .streams import StreamsGroup, StreamsGroupManager
@@ -604,7 +604,7 @@ class GroupCoordinator:
                 code: int
                 if nparts is None or not 0 <= p.partition_index < nparts:
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif len(metadata) > self.offset_metadata_max_bytes:
+                elif metadata_too_large(metadata, self.offset_metadata_max_bytes):
                     code = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 else:
                     code = ErrorCode.NONE

@@ -11,10 +11,10 @@
   would (its generation is its member epoch), SyncGroup hands out its assigned partitions, and Heartbeat answers
   REBALANCE_IN_PROGRESS whenever the member must revoke, catch up with a new group epoch, or can collect
   partitions another member released.
-- **downgrade**: when a member is fenced or leaves (ConsumerGroupHeartbeat) and only classic members remain (at
-  most ``group.max.size``), the group becomes a classic group in its target assignment and rebalances; when a
-  classic static member replaces the last consumer-protocol member (same ``group.instance.id``), it becomes one
-  without a rebalance, the new member taking the old one's partitions.
+- **downgrade**: when members are fenced or leave (ConsumerGroupHeartbeat, LeaveGroup) and only classic members
+  remain (at most ``group.max.size``), the group becomes a classic group in its target assignment and rebalances;
+  when a classic static member replaces the last consumer-protocol member (same ``group.instance.id``), it becomes
+  one without a rebalance, the new member taking the old one's partitions.
 
 Everything is written as Kafka's records (GroupMetadata tombstone/value, ConsumerGroup* with the classic member
 metadata), so a restarted coordinator loads the same group (Kafka's GroupMetadataManager: convertToConsumerGroup,
@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from klog.protocol import Struct
@@ -117,16 +117,20 @@ class GroupMigration:
         return group
 
     # -- consumer -> classic ------------------------------------------------------------------------------------
-    def downgrade_without(self, consumer: ConsumerGroupManager, group: ConsumerGroup, leaving: ConsumerMember) -> bool:
-        """Kafka's validateOnlineDowngradeWithFencedMember + convertToClassicGroup: when ``leaving`` goes and only
-        classic members remain, the group becomes a classic group that rebalances; False: nothing was done."""
-        if not group.all_members_use_classic_protocol_except(leaving.member_id) or len(group.members) <= 1:
+    def downgrade_without(self, consumer: ConsumerGroupManager, group: ConsumerGroup,
+                          leaving: Sequence[ConsumerMember]) -> bool:
+        """Kafka's validateOnlineDowngradeWithFencedMembers + convertToClassicGroup: when the ``leaving`` members go
+        and only classic members remain, the group becomes a classic group that rebalances; False: nothing was
+        done."""
+        leaving_ids = {m.member_id for m in leaving}
+        remaining = len(group.members) - len(leaving_ids)
+        if not group.all_members_use_classic_protocol_except(leaving_ids) or remaining <= 0:
             return False
-        if not self._may_downgrade(group, len(group.members) - 1):
+        if not self._may_downgrade(group, remaining):
             return False
-        self._to_classic(consumer, group, leaving.member_id, [])
-        log.info("group %s: downgraded from a consumer group to a classic group as member %s left", group.group_id,
-                 leaving.member_id)
+        self._to_classic(consumer, group, leaving_ids, [])
+        log.info("group %s: downgraded from a consumer group to a classic group as members %s left", group.group_id,
+                 ", ".join(sorted(leaving_ids)))
         return True
 
     def downgrade_replacing(self, consumer: ConsumerGroupManager, group: ConsumerGroup, replaced: ConsumerMember,
@@ -134,13 +138,13 @@ class GroupMigration:
         """Kafka's validateOnlineDowngradeWithReplacedMemberId: a classic static member took the place of the last
         consumer-protocol member (``replaced``, already out of ``group``; ``records`` say so): the group becomes a
         classic group in its current assignment, without a rebalance. None: it stays a consumer group."""
-        if replaced.uses_classic_protocol or not group.all_members_use_classic_protocol_except(""):
+        if replaced.uses_classic_protocol or not group.all_members_use_classic_protocol_except(()):
             return None
         if not self._may_downgrade(group, len(group.members)):
             return None
         log.info("group %s: downgraded from a consumer group to a classic group as a classic static member replaced "
                  "%s", group.group_id, replaced.member_id)
-        return self._to_classic(consumer, group, None, records)
+        return self._to_classic(consumer, group, (), records)
 
     def _may_downgrade(self, group: ConsumerGroup, size: int) -> bool:
         if not self.downgrade_enabled:
@@ -152,17 +156,17 @@ class GroupMigration:
             return False
         return True
 
-    def _to_classic(self, consumer: ConsumerGroupManager, group: ConsumerGroup, leaving: str | None,
+    def _to_classic(self, consumer: ConsumerGroupManager, group: ConsumerGroup, leaving: Collection[str],
                     records: list) -> ClassicGroup:
-        """Kafka's convertToClassicGroup: the Stable classic group of ``group``'s classic members but ``leaving``, at
-        the group epoch, each member's assignment its target; written after ``records`` and installed. Rebalances
-        when a member left."""
+        """Kafka's convertToClassicGroup: the Stable classic group of ``group``'s classic members but the ``leaving``
+        member ids, at the group epoch, each member's assignment its target; written after ``records`` and
+        installed. Rebalances when members left."""
         gid = group.group_id
         now = consumer.timer.now()
         classic = ClassicGroup(gid, ClassicGroupState.STABLE, now, generation=group.group_epoch,
                                protocol_type=CONSUMER_PROTOCOL_TYPE)
         for mid, m in group.members.items():
-            if mid == leaving:
+            if mid in leaving:
                 continue
             assert m.classic is not None
             classic.add(ClassicMember(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
@@ -181,7 +185,7 @@ class GroupMigration:
         consumer.groups[gid] = classic
         for cm in classic.members.values():
             self.classic.reschedule_heartbeat(classic, cm)
-        if leaving is not None:
+        if leaving:
             self.classic.prepare_rebalance(classic, f"Downgrade group {gid} from consumer to classic.")
         return classic
 
@@ -208,26 +212,30 @@ class ClassicMembers:
         instance_id = request.group_instance_id if api_version >= 5 else None
         unknown = request.member_id == UNKNOWN_MEMBER_ID
         member_id = str(uuid.uuid4()) if unknown else request.member_id
+        # (the refusals Kafka throws answer no member id: its service's answer to an exception)
         if len(group.members) >= self.consumer.max_size and member_id not in group.members:
-            return join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
+            return join_error(ErrorCode.GROUP_MAX_SIZE_REACHED)
         if not group.supports_classic_protocols(request.protocol_type, {n for n, _ in protocols}):
-            return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if unknown and instance_id is None and api_version >= 4:
             # a dynamic member learns its id first, as in a classic group
             return join_error(ErrorCode.MEMBER_ID_REQUIRED, member_id)
         try:
             subscription = decode_subscription(protocols[0][1])
         except ProtocolError:
-            return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         replaced: ConsumerMember | None = None
         try:
+            # Kafka 4.3's getOrMaybeSubscribe{Dynamic,Static}ConsumerGroupMember for a classic member: a dynamic
+            # member id of either protocol is taken (an unknown one joins); a static member naming a member id must
+            # be the instance id's current member
             if instance_id is None:
                 member = group.members.get(member_id) or ConsumerMember(member_id)
-                if not member.uses_classic_protocol and member_id in group.members:
-                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
             else:
                 existing = group.static_member(instance_id)
                 if existing is None:
+                    if not unknown:
+                        raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
                     member = group.members.get(member_id) or ConsumerMember(member_id)
                 elif existing.member_id == member_id:
                     member = existing
@@ -240,7 +248,8 @@ class ClassicMembers:
                     raise GroupError(ErrorCode.FENCED_INSTANCE_ID)
             catalog = self.consumer.catalog()
             updated = copy.deepcopy(member)
-            updated.instance_id = instance_id
+            if instance_id is not None:   # (Kafka's maybeUpdateInstanceId: a dynamic join keeps the member's)
+                updated.instance_id = instance_id
             if subscription.rack_id is not None:
                 updated.rack_id = subscription.rack_id
             updated.rebalance_timeout_ms = rebalance_timeout
@@ -251,7 +260,7 @@ class ClassicMembers:
             owned = _by_id(subscription.owned_partitions, catalog)
             records: list = []
         except GroupError as e:
-            return join_error(e.code, member_id)
+            return join_error(e.code)
         # as a ConsumerGroupHeartbeat: the group is restored when the records are refused, timers move once written
         snapshot = group.snapshot()
         timers: list[Callable[[], None]] = []
@@ -267,7 +276,7 @@ class ClassicMembers:
             if self.consumer.groups.get(group.group_id) is group:
                 self.consumer.rollback(group, snapshot, False)
             if isinstance(e, GroupError):
-                return join_error(e.code, member_id)
+                return join_error(e.code)
             raise
         if downgraded is None:   # (a downgraded group's timers went with it)
             for op in timers:
@@ -312,8 +321,10 @@ class ClassicMembers:
         return sync_response(ErrorCode.NONE, assignment, CONSUMER_PROTOCOL_TYPE, protocol_name)
 
     def _raise_if_rebalancing(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        """A new group epoch asks the member to rejoin, unless it is still revoking (its next join follows)."""
-        if group.group_epoch > member.member_epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
+        """A new target assignment asks the member to rejoin, unless it is still revoking (its next join follows).
+        Kafka 4.3 compares with the assignment epoch: a new group epoch whose target waits for the assignment
+        interval (KIP-1263) has nothing new for the member yet."""
+        if group.assignment_epoch > member.member_epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
             self._schedule_join_timeout(group, member)
             raise GroupError(ErrorCode.REBALANCE_IN_PROGRESS)
 
@@ -328,7 +339,7 @@ class ClassicMembers:
         if request.generation_id != member.member_epoch:
             return ErrorCode.ILLEGAL_GENERATION
         self.consumer.schedule_session_timeout(group, member.member_id)
-        if member.member_epoch < group.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS or (
+        if member.member_epoch < group.assignment_epoch or member.state is MemberState.UNREVOKED_PARTITIONS or (
                 member.state is MemberState.UNRELEASED_PARTITIONS and not group.waiting_on_unreleased_partition(member)):
             self._schedule_join_timeout(group, member)
             return ErrorCode.REBALANCE_IN_PROGRESS
@@ -336,32 +347,34 @@ class ClassicMembers:
 
     # -- LeaveGroup ---------------------------------------------------------------------------------------------
     def leave(self, group: ConsumerGroup, request: Any, api_version: int) -> Struct:
-        """Kafka's classicGroupLeaveToConsumerGroup: each member named leaves (a new group epoch); no downgrade."""
+        """Kafka 4.3's classicGroupLeaveToConsumerGroup: every member named (by member id, or by instance id, of
+        either protocol: an admin's removal) leaves at once (one new group epoch; a downgrade when only classic
+        members remain); each answer names the member as the request did."""
         if api_version >= 3:
             identities = [(m.member_id, m.group_instance_id) for m in request.members]
         else:
             identities = [(request.member_id, None)]
         results = []
+        leaving: dict[str, ConsumerMember] = {}
         for member_id, instance_id in identities:
             code: int = ErrorCode.NONE
             try:
                 if instance_id is None:
-                    member = self._member(group, member_id, None)
+                    member = group.members.get(member_id)
+                    if member is None:
+                        raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
                 else:
-                    static = group.static_member(instance_id)
-                    if static is None:
+                    member = group.static_member(instance_id)
+                    if member is None:
                         raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
-                    if member_id != UNKNOWN_MEMBER_ID and static.member_id != member_id:
+                    if member_id != UNKNOWN_MEMBER_ID and member.member_id != member_id:
                         raise GroupError(ErrorCode.FENCED_INSTANCE_ID)
-                    if not static.uses_classic_protocol:
-                        raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
-                    member = static
-                log.info("group %s: classic member %s left", group.group_id, member.member_id)
-                self.consumer.fence_member(group, member, downgrade=False)
-                member_id = member.member_id
+                log.info("group %s: member %s left through LeaveGroup", group.group_id, member.member_id)
+                leaving[member.member_id] = member
             except GroupError as e:
                 code = e.code
             results.append(Struct(member_id=member_id, group_instance_id=instance_id, error_code=code))
+        self.consumer.fence_members(group, list(leaving.values()))
         if api_version < 3:
             return Struct(throttle_time_ms=0, error_code=results[0].error_code, members=[])
         return Struct(throttle_time_ms=0, error_code=ErrorCode.NONE, members=results)

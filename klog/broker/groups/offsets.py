@@ -6,6 +6,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 
+def metadata_too_large(metadata: str, max_size: int) -> bool:
+    """Kafka's isMetadataInvalid: a committed offset's metadata longer than ``offset.metadata.max.bytes`` counted as
+    Java's ``String.length()`` does, in UTF-16 code units (a character outside the BMP counts two), not bytes."""
+    return len(metadata.encode("utf-16-le")) // 2 > max_size
+
+
 @dataclass(frozen=True, slots=True)
 class OffsetAndMetadata:
     offset: int

@@ -93,19 +93,6 @@ def _topic_errors(topics: list[Any], code: int, *, indexes: str = "partitions", 
     return out
 
 
-async def _offset_commit(broker: HandlerBroker, ctx: RequestContext, request: OffsetCommitRequest) -> Any:
-    if not _group_ok(broker, ctx, Op.READ, request.group_id):
-        return {"throttle_time_ms": 0, "topics": _topic_errors(request.topics, GAF)}
-    allowed = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC, (t.name for t in request.topics))
-    kept = [t for t in request.topics if t.name in allowed]
-    refused = [t for t in request.topics if t.name not in allowed]
-    if not refused:
-        return await _coordinate(broker, ctx, request)
-    response = await _coordinate(broker, ctx, _with(request, topics=kept)) if kept else {"topics": []}
-    _get(response, "topics").extend(_topic_errors(refused, TAF))
-    return response
-
-
 #: OffsetCommit and OffsetFetch name topics by id from this version (KIP-848's follow-up, Kafka 4.1)
 OFFSETS_BY_TOPIC_ID_VERSION = 10
 _NO_TOPIC_ID = uuid.UUID(int=0)
@@ -117,19 +104,23 @@ def _topic_of_id(broker: HandlerBroker, topic_id: uuid.UUID) -> Any:
     return None if topic_id == _NO_TOPIC_ID else broker.metadata.topic_by_id(topic_id)
 
 
-class _CommitAnswersById:
-    """Kafka's OffsetCommitResponse.Builder with topic ids: the handler's own refusals, one entry per topic id in
-    the order first named, then the coordinator's answers merged into them (taken as they are when there are
-    none)."""
+class _TopicAnswers:
+    """Kafka's OffsetCommitResponse.Builder (OffsetDeleteResponse.Builder likewise): the handler's own refusals, one
+    entry per topic (by id from OffsetCommit v10, by name before) in the order first named, then the
+    coordinator's answers merged into them (taken as they are when there are none)."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_id: bool) -> None:
+        self.key = "topic_id" if by_id else "name"
         self.topics: list[dict[str, Any]] = []
-        self._by_id: dict[uuid.UUID, dict[str, Any]] = {}
+        self._by_key: dict[Any, dict[str, Any]] = {}
 
-    def add(self, topic_id: uuid.UUID, partitions: list[int], code: int) -> None:
-        entry = self._by_id.get(topic_id)
+    def add(self, topic: Any, partitions: list[int], code: int) -> None:
+        """``topic``: the request's topic entry."""
+        key = _get(topic, self.key)
+        entry = self._by_key.get(key)
         if entry is None:
-            entry = self._by_id[topic_id] = {"topic_id": topic_id, "name": "", "partitions": []}
+            entry = self._by_key[key] = {"topic_id": _get(topic, "topic_id", _NO_TOPIC_ID),
+                                         "name": "" if self.key == "topic_id" else topic.name, "partitions": []}
             self.topics.append(entry)
         entry["partitions"].extend({"partition_index": p, "error_code": code} for p in partitions)
 
@@ -138,45 +129,58 @@ class _CommitAnswersById:
             self.topics = topics
             return
         for topic in topics:
-            entry = self._by_id.get(topic["topic_id"])
+            entry = self._by_key.get(topic[self.key])
             if entry is None:
-                self._by_id[topic["topic_id"]] = topic
+                self._by_key[topic[self.key]] = topic
                 self.topics.append(topic)
             else:
                 entry["partitions"].extend(topic["partitions"])
 
 
-async def _offset_commit_by_topic_id(broker: HandlerBroker, ctx: RequestContext,
-                                     request: OffsetCommitRequest) -> Any:
-    """OffsetCommit v10, as Kafka's KafkaApis: Read on the group first (every topic answers
-    GROUP_AUTHORIZATION_FAILED), then per topic UNKNOWN_TOPIC_ID for an id no topic has, TOPIC_AUTHORIZATION_FAILED
-    without Read on it, UNKNOWN_TOPIC_OR_PARTITION for a partition it lacks; the rest goes to the coordinator
-    by name (none: the coordinator is not asked, so no group error either)."""
-    answers = _CommitAnswersById()
+def _known_partitions(answers: _TopicAnswers, t: Any, topic: Any) -> list[Any]:
+    """The partitions of the request's topic ``t`` that ``topic`` (its metadata; None: no such topic) has; the
+    others answer UNKNOWN_TOPIC_OR_PARTITION (a topic that does not exist has its entry, even naming no
+    partition)."""
+    missing = [p.partition_index for p in t.partitions if topic is None or p.partition_index not in topic.partitions]
+    if missing or topic is None:
+        answers.add(t, missing, errors.UNKNOWN_TOPIC_OR_PARTITION)
+    return [p for p in t.partitions if topic is not None and p.partition_index in topic.partitions]
+
+
+async def _offset_commit(broker: HandlerBroker, ctx: RequestContext, request: OffsetCommitRequest) -> Any:
+    """OffsetCommit as Kafka's KafkaApis: Read on the group first (every topic answers GROUP_AUTHORIZATION_FAILED),
+    then per topic (from v10 named by id: UNKNOWN_TOPIC_ID for an id no topic has, first)
+    TOPIC_AUTHORIZATION_FAILED without Read on it, UNKNOWN_TOPIC_OR_PARTITION for a topic or partition that does
+    not exist; the rest goes to the coordinator by name (none: the coordinator is not asked, so no group error
+    either), its answers merged after these refusals."""
+    by_id = ctx.api_version >= OFFSETS_BY_TOPIC_ID_VERSION
     if not _group_ok(broker, ctx, Op.READ, request.group_id):
+        if not by_id:
+            return {"throttle_time_ms": 0, "topics": _topic_errors(request.topics, GAF)}
+        refused = _TopicAnswers(by_id)
         for t in request.topics:
-            answers.add(t.topic_id, [p.partition_index for p in t.partitions], GAF)
-        return {"throttle_time_ms": 0, "topics": answers.topics}
-    found = [_topic_of_id(broker, t.topic_id) for t in request.topics]
-    allowed = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC, (f.name for f in found if f is not None))
+            refused.add(t, [p.partition_index for p in t.partitions], GAF)
+        return {"throttle_time_ms": 0, "topics": refused.topics}
+    answers = _TopicAnswers(by_id)
+    found = [_topic_of_id(broker, t.topic_id) if by_id else broker.metadata.topic(t.name) for t in request.topics]
+    names = [f.name if by_id and f is not None else t.name for t, f in zip(request.topics, found, strict=True)]
+    allowed = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC,
+                                   (n for n, f in zip(names, found, strict=True) if f is not None or not by_id))
     asked: list[Struct] = []
     id_of: dict[str, uuid.UUID] = {}
-    for t, topic in zip(request.topics, found, strict=True):
-        if topic is None or topic.name not in allowed:
+    for t, topic, name in zip(request.topics, found, names, strict=True):
+        if (topic is None and by_id) or name not in allowed:
             code = errors.UNKNOWN_TOPIC_ID if topic is None else TAF
-            answers.add(t.topic_id, [p.partition_index for p in t.partitions], code)
+            answers.add(t, [p.partition_index for p in t.partitions], code)
             continue
-        kept = [p for p in t.partitions if p.partition_index in topic.partitions]
-        missing = [p.partition_index for p in t.partitions if p.partition_index not in topic.partitions]
-        if missing:
-            answers.add(t.topic_id, missing, errors.UNKNOWN_TOPIC_OR_PARTITION)
+        kept = _known_partitions(answers, t, topic)
         if kept:
-            asked.append(Struct(name=topic.name, topic_id=t.topic_id, partitions=kept))
-            id_of[topic.name] = t.topic_id
+            asked.append(Struct(name=name, topic_id=_get(t, "topic_id", _NO_TOPIC_ID), partitions=kept))
+            id_of[name] = _get(t, "topic_id", _NO_TOPIC_ID)
     if asked:
         response = await _coordinate(broker, ctx, _with(request, topics=asked))
-        answers.merge([{"topic_id": id_of[_get(t, "name")], "name": "", "partitions": _get(t, "partitions")}
-                       for t in _get(response, "topics")])
+        answers.merge([{"topic_id": id_of[_get(t, "name")], "name": "" if by_id else _get(t, "name"),
+                        "partitions": _get(t, "partitions")} for t in _get(response, "topics")])
     return {"throttle_time_ms": 0, "topics": answers.topics}
 
 
@@ -355,19 +359,27 @@ async def _delete_groups(broker: HandlerBroker, ctx: RequestContext, request: De
 
 
 async def _offset_delete(broker: HandlerBroker, ctx: RequestContext, request: OffsetDeleteRequest) -> Any:
+    """OffsetDelete as Kafka's KafkaApis: Delete on the group first; per topic TOPIC_AUTHORIZATION_FAILED without
+    Read on it, UNKNOWN_TOPIC_OR_PARTITION for a topic or partition that does not exist; the coordinator is asked
+    about the rest, always (its group error answers alone), its answers merged after these refusals."""
     if not _group_ok(broker, ctx, Op.DELETE, request.group_id):
         return {"throttle_time_ms": 0, "error_code": GAF, "topics": []}
     allowed = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC, (t.name for t in request.topics))
-    kept = [t for t in request.topics if t.name in allowed]
-    refused = [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": TAF}
-                                               for p in t.partitions]}
-               for t in request.topics if t.name not in allowed]
-    if not refused:
-        return await _coordinate(broker, ctx, request)
-    response = await _coordinate(broker, ctx, _with(request, topics=kept)) if kept \
-        else {"throttle_time_ms": 0, "error_code": errors.NONE, "topics": []}
-    _get(response, "topics").extend(refused)
-    return response
+    answers = _TopicAnswers(by_id=False)
+    asked: list[Struct] = []
+    for t in request.topics:
+        if t.name not in allowed:
+            answers.add(t, [p.partition_index for p in t.partitions], TAF)
+            continue
+        kept = _known_partitions(answers, t, broker.metadata.topic(t.name))
+        if kept:
+            asked.append(Struct(name=t.name, partitions=kept))
+    response = await _coordinate(broker, ctx, _with(request, topics=asked))
+    if _get(response, "error_code"):
+        return response
+    answers.merge([{"name": _get(t, "name"), "topic_id": _NO_TOPIC_ID, "partitions": _get(t, "partitions")}
+                   for t in _get(response, "topics")])
+    return {"throttle_time_ms": 0, "error_code": errors.NONE, "topics": answers.topics}
 
 
 async def _describe_share_group_offsets(broker: HandlerBroker, ctx: RequestContext,
@@ -504,8 +516,10 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupReque
     if int(ctx.header.api_key) in _SHARE_OFFSET_APIS and broker.metadata.image.features.get(SHARE_VERSION, 0) < 1:
         return _SHARE_OFFSET_APIS[int(ctx.header.api_key)](request)
     api_key = int(ctx.header.api_key)
-    if api_key == 8 and ctx.api_version >= OFFSETS_BY_TOPIC_ID_VERSION:
-        return await _offset_commit_by_topic_id(broker, ctx, cast("OffsetCommitRequest", request))
+    if api_key == 8:   # the handler refuses unknown and unauthorized topics first, as Kafka's KafkaApis
+        return await _offset_commit(broker, ctx, cast("OffsetCommitRequest", request))
+    if api_key == 47:
+        return await _offset_delete(broker, ctx, cast("OffsetDeleteRequest", request))
     if api_key == 9 and ctx.api_version >= OFFSETS_BY_TOPIC_ID_VERSION:
         return await _offset_fetch(broker, ctx, cast("OffsetFetchRequest", request))
     if broker.access is None and not (api_key in _DESCRIBE_API_KEYS
@@ -520,8 +534,6 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupReque
                 response["protocol_name"] = ""
             return response
         return await _coordinate(broker, ctx, request)
-    if api_key == 8:
-        return await _offset_commit(broker, ctx, cast("OffsetCommitRequest", request))
     if api_key == 9:
         return await _offset_fetch(broker, ctx, cast("OffsetFetchRequest", request))
     if api_key == 10:
@@ -536,8 +548,6 @@ async def _route(broker: HandlerBroker, ctx: RequestContext, request: GroupReque
         return await _list_groups(broker, ctx, cast("ListGroupsRequest", request))
     if api_key == 42:
         return await _delete_groups(broker, ctx, cast("DeleteGroupsRequest", request))
-    if api_key == 47:
-        return await _offset_delete(broker, ctx, cast("OffsetDeleteRequest", request))
     if api_key == 90:   # DescribeShareGroupOffsets: Describe on each group
         return await _describe_share_group_offsets(broker, ctx, cast("DescribeShareGroupOffsetsRequest", request))
     if api_key in (91, 92):   # AlterShareGroupOffsets: Read on the group; DeleteShareGroupOffsets: Delete
