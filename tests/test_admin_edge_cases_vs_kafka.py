@@ -477,3 +477,138 @@ def test_create_topics_and_create_partitions_say_why_in_kafkas_words(node: tuple
     assert grown({"name": missing, "count": 2}) == {(E.UNKNOWN_TOPIC_OR_PARTITION, None)}
     assert grown({"name": topic, "count": 3}, {"name": topic, "count": 3}) == {
         (E.INVALID_REQUEST, "Duplicate topic name.")}
+
+
+# ---- found by the differential probe of 2026-12-07 (each failed on klog before) --------------------------------
+
+def test_delete_topics_naming_a_topic_by_both_name_and_id_is_an_invalid_request_that_deletes_nothing(
+        node: tuple[str, int]) -> None:
+    """Kafka's ControllerApis.deleteTopics refuses an item with a name and an id (klog deleted the named topic)."""
+    topic = _topic(node)
+    until(lambda: _partitions(node, topic), f"{topic} in the metadata")
+    assert _delete(node, (topic, uuid.uuid4())) == [
+        (topic, E.INVALID_REQUEST, "You may not specify both topic name and topic id.")]
+    assert _partitions(node, topic) == 1
+
+
+@pytest.mark.parametrize("broker", ["1", ""])
+def test_append_and_subtract_on_broker_configs_as_kafkas_brokers_answer_them(node: tuple[str, int], broker: str
+                                                                             ) -> None:
+    """An APPEND to a broker's list config starts from its default (klog closed the connection: it looked the
+    broker key up among the topic configs); on a config that is no list Kafka's broker refuses it in its words
+    (klog: the controller's words for topics)."""
+    assert _alter(node, (BROKER, broker, [("log.cleanup.policy", APPEND, "compact")]), validate_only=True) == [
+        (BROKER, broker, E.NONE, None)]
+    assert _alter(node, (BROKER, broker, [("log.cleanup.policy", SUBTRACT, "delete")]), validate_only=True) == [
+        (BROKER, broker, E.NONE, None)]
+    for op, verb in ((APPEND, "append"), (SUBTRACT, "subtract")):
+        assert _alter(node, (BROKER, broker, [("log.retention.ms", op, "1")]), validate_only=True) == [
+            (BROKER, broker, E.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: log.retention.ms")]
+
+
+#: (configs, Kafka 4.3.1's message) of topic configs its controller refuses (INVALID_CONFIG): ConfigDef's parse
+#: and validators, LogConfig.validate's checks of the values together, every name before any value
+TOPIC_CONFIG_REFUSALS: list[tuple[dict[str, str], str]] = [
+    ({"retention.ms": "abc"}, "Invalid value abc for configuration retention.ms: Not a number of type LONG"),
+    ({"retention.ms": ""}, "Invalid value  for configuration retention.ms: Not a number of type LONG"),
+    ({"retention.ms": "99999999999999999999"},
+     "Invalid value 99999999999999999999 for configuration retention.ms: Not a number of type LONG"),
+    ({"retention.ms": "-2"}, "Invalid value -2 for configuration retention.ms: Value must be at least -1"),
+    ({"max.message.bytes": "2147483648"},
+     "Invalid value 2147483648 for configuration max.message.bytes: Not a number of type INT"),
+    ({"segment.index.bytes": "3"}, "Invalid value 3 for configuration segment.index.bytes: Value must be at least 4"),
+    ({"min.insync.replicas": "0"}, "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1"),
+    ({"compression.gzip.level": "0"}, "Invalid value 0 for configuration compression.gzip.level: Value must be "
+                                      "between 1 and 9 or equal to -1"),
+    ({"compression.lz4.level": "18"},
+     "Invalid value 18 for configuration compression.lz4.level: Value must be no more than 17"),
+    ({"min.cleanable.dirty.ratio": "1.1"},
+     "Invalid value 1.1 for configuration min.cleanable.dirty.ratio: Value must be no more than 1"),
+    ({"min.cleanable.dirty.ratio": " 5 "},
+     "Invalid value 5.0 for configuration min.cleanable.dirty.ratio: Value must be no more than 1"),
+    ({"preallocate": "yes"}, "Invalid value yes for configuration preallocate: Expected value to be either true or "
+                             "false"),
+    ({"compression.type": "GZIP"}, "Invalid value GZIP for configuration compression.type: String must be one of: "
+                                   "uncompressed, zstd, lz4, snappy, gzip, producer"),
+    ({"message.timestamp.type": "createtime"}, "Invalid value createtime for configuration message.timestamp.type: "
+                                               "String must be one of: CreateTime, LogAppendTime"),
+    ({"cleanup.policy": "compact,Delete"},
+     "Invalid value Delete for configuration cleanup.policy: String must be one of: compact, delete"),
+    ({"cleanup.policy": "compact,"}, "Configuration 'cleanup.policy' values must not be empty."),
+    ({"leader.replication.throttled.replicas": "0:1,x"},
+     "Invalid value [0:1, x] for configuration leader.replication.throttled.replicas: "
+     "leader.replication.throttled.replicas must be the literal '*' or a list of replicas in the following format: "
+     "[partitionId]:[brokerId],[partitionId]:[brokerId],..."),
+    ({"local.retention.ms": "-3"}, "Invalid value -3 for configuration local.retention.ms: Value must be at least -2"),
+    ({"local.retention.bytes": "-3"},
+     "Invalid value -3 for configuration local.retention.bytes: Value must be at least -2"),
+    ({"min.compaction.lag.ms": "100", "max.compaction.lag.ms": "10"},
+     "conflict topic config setting min.compaction.lag.ms (100) > max.compaction.lag.ms (10)"),
+    ({"remote.storage.enable": "true"}, "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                                        "configured with remote log storage."),
+    ({"retention.ms": "abc", "no.such.config": "1"}, "Unknown topic config name: no.such.config"),
+]
+
+
+@pytest.mark.parametrize(("configs", "message"), TOPIC_CONFIG_REFUSALS, ids=[
+    ",".join(f"{k}={v}" for k, v in c.items()) for c, _ in TOPIC_CONFIG_REFUSALS])
+def test_topic_configs_kafka_refuses_are_refused_in_its_words(node: tuple[str, int], configs: dict[str, str],
+                                                              message: str) -> None:
+    """CreateTopics, IncrementalAlterConfigs and AlterConfigs of the same configs answer Kafka's message (klog:
+    "config 'retention.ms': expected an integer, got 'abc'" and the like, and it took an empty cleanup.policy entry,
+    local retentions below -2, a min compaction lag above the max, and remote storage it does not have)."""
+    name, topic = _name("cfg"), _topic(node)
+    assert _create(node, {"name": name, "configs": [{"name": k, "value": v} for k, v in configs.items()]},
+                   validate_only=True) == [(name, E.INVALID_CONFIG, message)]
+    assert _alter(node, (TOPIC, topic, [(k, SET, v) for k, v in configs.items()])) == [
+        (TOPIC, topic, E.INVALID_CONFIG, message)]
+    assert _legacy_alter(node, (TOPIC, topic, list(configs.items()))) == [(TOPIC, topic, E.INVALID_CONFIG, message)]
+    assert _topic_config(node, topic, "retention.ms") == ("604800000", 5)
+
+
+def test_create_topics_checks_configs_then_replication_factor_then_partitions(node: tuple[str, int]) -> None:
+    """Kafka's ReplicationControlManager checks the configs of every new topic first, the replication factor before
+    the partition count, and a manual assignment's replicas sorted, each registered before named once (klog: the
+    partitions, then the configs; duplicates before unknown brokers)."""
+    unknown = [{"name": "no.such.config", "value": "1"}]
+    name = _name("o")
+    assert _create(node, {"name": name, "num_partitions": 0, "configs": unknown}, validate_only=True) == [
+        (name, E.INVALID_CONFIG, "Unknown topic config name: no.such.config")]
+    assert _create(node, {"name": name, "assignments": _assign([7]), "configs": unknown}, validate_only=True) == [
+        (name, E.INVALID_CONFIG, "Unknown topic config name: no.such.config")]
+    assert _create(node, {"name": name, "num_partitions": 0, "replication_factor": 0}, validate_only=True) == [
+        (name, E.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default "
+                                             "value.")]
+    assert _create(node, {"name": name, "assignments": _assign([7, 7])}, validate_only=True) == [
+        (name, E.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes broker 7, but no such broker "
+                                             "is registered.")]
+    assert _create(node, {"name": name, "assignments": _assign([1], [1, 1])}, validate_only=True) == [
+        (name, E.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes the broker 1 more than once.")]
+    assert _create(node, {"name": name, "num_partitions": 2, "replication_factor": 1,
+                          "assignments": _assign([1])}, validate_only=True) == [
+        (name, E.INVALID_REQUEST, "A manual partition assignment was specified, but replication factor was not set "
+                                  "to -1.")]
+
+
+def test_create_partitions_with_an_empty_assignment_list_is_refused(node: tuple[str, int]) -> None:
+    """Kafka reads an empty (not null) assignment list as one naming no partition (klog placed the new one)."""
+    topic = _topic(node)
+    answer = _request(node, ApiKey.CREATE_PARTITIONS, 3, {"topics": [{"name": topic, "count": 2, "assignments": []}],
+                                                          "timeout_ms": 30_000, "validate_only": False})
+    assert [(r.error_code, r.error_message) for r in answer.results] == [
+        (E.INVALID_REPLICA_ASSIGNMENT, "Attempted to add 1 additional partition(s), but only 0 assignment(s) were "
+                                       "specified.")]
+    assert _partitions(node, topic) == 1
+
+
+def test_altering_the_configs_of_an_invalid_or_unknown_topic_checks_name_then_configs(node: tuple[str, int]) -> None:
+    """Kafka's controller checks the topic name, then the configs, then whether the topic exists (klog: unknown
+    topic for all three)."""
+    assert _alter(node, (TOPIC, "a/b", [("retention.ms", SET, "1")])) == [
+        (TOPIC, "a/b", E.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: 'a/b' contains one or more characters "
+                                                  "other than ASCII alphanumerics, '.', '_' and '-'")]
+    missing = _name("gone")
+    assert _alter(node, (TOPIC, missing, [("retention.ms", SET, "abc")])) == [
+        (TOPIC, missing, E.INVALID_CONFIG, "Invalid value abc for configuration retention.ms: Not a number of type "
+                                           "LONG")]
+    assert _alter(node, (TOPIC, missing, [("retention.ms", SET, "1")]))[0][2] == E.UNKNOWN_TOPIC_OR_PARTITION

@@ -31,7 +31,8 @@ from klog.metadata.config import (
     BrokerConfig,
     ConfigError,
     ConfigKey,
-    validate_topic_configs,
+    TopicConfigError,
+    check_topic_configs,
 )
 from klog.metadata import client_metrics, group_config
 from klog.metadata.config_security import STORED_SSL_KEYS, listener_ssl_key
@@ -42,7 +43,7 @@ from klog.protocol.errors import ErrorCode
 
 from .partition_change import MIN_ISR_KEY, clear_elr_records, elr_enabled, elr_min_isr_refusal
 from .result import ControllerResult
-from .topics import TopicError
+from .topics import TopicError, validate_topic_name
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
@@ -180,14 +181,16 @@ class ConfigControlManager:
                      ) -> list[MetadataRecord]:
         if not name:   # Kafka's ControllerConfigurationValidator
             raise TopicError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
-        if image.topic(name) is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-        before = dict(image.topic_config(name))
+        validate_topic_name(name)
+        # Kafka's controller checks the new configs before it looks the topic up
+        before = dict(image.topic_config(name)) if image.topic(name) is not None else {}
         after = self._incremental(before, configs) if incremental else self._replaced(configs)
         try:
-            validate_topic_configs(after)
-        except ConfigError as exc:
+            check_topic_configs(after, self.config.topic_default)
+        except TopicConfigError as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if image.topic(name) is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         return topic_config_records(name, before, after)
 
     def _alter_broker(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage, incremental: bool,
@@ -233,15 +236,14 @@ class ConfigControlManager:
         keys = {key: spec for key in {*before, *(item.name for item in items)} if (spec := _broker_key(key))}
         for item in items:
             _check_dynamic(name, item.name, keys.get(item.name))
-        after = self._incremental(before, items, keys) if incremental else self._replaced(items)
+        after = self._incremental(before, items, keys, broker=True) if incremental else self._replaced(items)
         for key, value in after.items():
             spec = keys[key]
             try:
                 spec.parse(value)
             except ConfigError as exc:
                 # Kafka's DynamicBrokerConfig answers a bad value so (INVALID_REQUEST, KAFKA-13609)
-                raise TopicError(ErrorCode.INVALID_REQUEST, f"Invalid value {value} for configuration "
-                                 f"{spec.name}: {exc.reason}") from None
+                raise TopicError(ErrorCode.INVALID_REQUEST, exc.kafka_message) from None
         return before, after
 
     def _alter_client_metrics(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage,
@@ -300,8 +302,11 @@ class ConfigControlManager:
         return overrides
 
     def _incremental(self, before: Mapping[str, str], configs: Iterable[AlterableConfig],
-                     keys: Mapping[str, ConfigKey] = TOPIC_KEYS) -> dict[str, str]:
-        """IncrementalAlterConfigs: each SET/DELETE/APPEND/SUBTRACT applied in order."""
+                     keys: Mapping[str, ConfigKey] = TOPIC_KEYS, *, broker: bool = False) -> dict[str, str]:
+        """IncrementalAlterConfigs: each SET/DELETE/APPEND/SUBTRACT applied in order. ``broker``: ``keys`` are
+        broker configs, whose APPEND/SUBTRACT starts from the config's default where the resource has no value
+        (Kafka's ConfigAdminManager: its ConfigDef default), and whose APPEND/SUBTRACT on a config that is no list
+        is refused in the words of Kafka's brokers."""
         overrides = dict(before)
         for item in configs:
             spec = keys.get(item.name)
@@ -316,8 +321,13 @@ class ConfigControlManager:
                 overrides[item.name] = item.value
             elif op in (OP_APPEND, OP_SUBTRACT):
                 if spec is None or spec.type != "list":
+                    if broker:
+                        verb = "append" if op == OP_APPEND else "subtract"
+                        raise TopicError(ErrorCode.INVALID_CONFIG,
+                                         f"Config value {verb} is not allowed for config key: {item.name}")
                     raise _not_a_list(op, item.name)
-                current = overrides.get(item.name, spec.format(self.config.topic_default(item.name)))
+                default = spec.default if broker else self.config.topic_default(item.name)
+                current = overrides.get(item.name, spec.format(default))
                 values = [v for v in (current or "").split(",") if v]
                 change = [v.strip() for v in (item.value or "").split(",") if v.strip()]
                 if op == OP_APPEND:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from klog.metadata.config import BrokerConfig, ConfigError, validate_topic_configs
+from klog.metadata.config import BrokerConfig, TopicConfigError, check_topic_configs
 from klog.metadata.features import MV_CORDONED_LOG_DIRS
 from klog.metadata.image import ConfigResourceType, MetadataImage, TopicImage
 from klog.metadata.records import MetadataRecord, record
@@ -396,11 +396,17 @@ class TopicControlManager:
         validate_topic_name(name)
         if image.topic(name) is not None or name in created:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        # Kafka's controller checks the configs of every new topic before it places any
+        try:
+            check_topic_configs(item.configs or {}, self.config.topic_default)
+        except TopicConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        overrides = {k: v for k, v in (item.configs or {}).items() if v is not None}
         brokers = self._placement_brokers(image)
         if item.assignments:
             if item.num_partitions != -1 or item.replication_factor != -1:
                 raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, but "
-                                 + ("numPartitions" if item.num_partitions != -1 else "replication factor")
+                                 + ("replication factor" if item.replication_factor != -1 else "numPartitions")
                                  + " was not set to -1.")
             if item.repeated_partition is not None:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Found multiple manual partition "
@@ -410,6 +416,9 @@ class TopicControlManager:
             partitions = self.config["num.partitions"] if item.num_partitions == -1 else item.num_partitions
             rf = self.config["default.replication.factor"] if item.replication_factor == -1 \
                 else item.replication_factor
+            if rf < 1:   # checked before the partitions, as Kafka's ReplicationControlManager.createTopic
+                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 "Replication factor must be larger than 0, or -1 to use the default value.")
             if partitions < 1:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS,
                                  "Number of partitions was set to an invalid non-positive value.")
@@ -423,14 +432,6 @@ class TopicControlManager:
             except PlacementError as exc:
                 raise TopicError(exc.code, f"Unable to replicate the partition {rf} time(s): {exc.message}") from None
         self._check_replication(assignment)
-        nulls = [k for k, v in (item.configs or {}).items() if v is None]
-        if nulls:   # Kafka's ReplicationControlManager
-            raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {nulls[0]}")
-        overrides = {k: v for k, v in (item.configs or {}).items() if v is not None}
-        try:
-            validate_topic_configs(overrides)
-        except ConfigError as exc:
-            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         colliding = _colliding_topic(name, [*image.topics_by_name, *created])
         if colliding is not None:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
@@ -452,24 +453,25 @@ class TopicControlManager:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              f"{len(indexes)} partitions exceed klog's limit {MAX_PARTITIONS_PER_TOPIC}.")
         out = [list(assignments[i]) for i in indexes]
-        if any(not r for r in out):
-            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             "The manual partition assignment includes an empty replica list.")
-        if len({len(r) for r in out}) != 1:
-            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             "All partitions in the manual partition assignment must have the same, non-zero "
-                             "number of replicas.")
         live = set(brokers)
+        # Kafka's validateManualPartitionAssignment, partition by partition: the replicas sorted, each registered
+        # and named once, as many as the first partition's
         for replicas in out:
-            if len(set(replicas)) != len(replicas):
-                twice = next(b for n, b in enumerate(replicas) if b in replicas[:n])
+            if not replicas:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"The manual partition assignment includes the broker {twice} more than once.")
-            unknown = [b for b in replicas if b not in live]
-            if unknown:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"The manual partition assignment includes broker {unknown[0]}, but no such "
-                                 "broker is registered.")
+                                 "The manual partition assignment includes an empty replica list.")
+            ordered = sorted(replicas)
+            for n, broker in enumerate(ordered):
+                if broker not in live:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
+                                     f"includes broker {broker}, but no such broker is registered.")
+                if n and ordered[n - 1] == broker:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
+                                     f"includes the broker {broker} more than once.")
+            if len(replicas) != len(out[0]):
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes "
+                                 f"a partition with {len(replicas)} replica(s), but this is not consistent with "
+                                 f"previous partitions, which have {len(out[0])} replica(s).")
         return out
 
     # ---- DeleteTopics -------------------------------------------------------------------------------
@@ -480,9 +482,10 @@ class TopicControlManager:
         """``wanted``: (name, ZERO_UUID) or (None, topic id) per item. Results: name, topic_id, error_code,
         error_message. ``quota``: charged each deleted topic's partitions. As Kafka's ControllerApis.deleteTopics,
         a name (or id) the request repeats deletes nothing: its first mention gets no result, each further one
-        INVALID_REQUEST; an item with neither a name nor an id is INVALID_REQUEST."""
+        INVALID_REQUEST; an item with neither a name nor an id, or with both, is INVALID_REQUEST."""
         items = list(wanted)
-        keys = Counter((name, ZERO_UUID) if name is not None else (None, topic_id) for name, topic_id in items)
+        keys = Counter((name, ZERO_UUID) if name is not None else (None, topic_id) for name, topic_id in items
+                       if name is None or topic_id == ZERO_UUID)
         repeated = {key for key, n in keys.items() if n > 1 and key != (None, ZERO_UUID)}
         seen: set[tuple[str | None, uuid.UUID]] = set()
         records: list[MetadataRecord] = []
@@ -491,6 +494,11 @@ class TopicControlManager:
         for name, topic_id in items:
             result: DeleteTopicsResponseDeletableTopicResult = {
                 "name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
+            if name is not None and topic_id != ZERO_UUID:   # Kafka's ControllerApis: neither is looked up
+                results.append(result)
+                result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
+                               "error_message": "You may not specify both topic name and topic id."})
+                continue
             key = (name, ZERO_UUID) if name is not None else (None, topic_id)
             if key in repeated and key not in seen:
                 seen.add(key)   # answered (refused) at its next mention
@@ -591,7 +599,7 @@ class TopicControlManager:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              f"{total} partitions exceed klog's limit {MAX_PARTITIONS_PER_TOPIC}.")
         rf = len(topic.partitions[0].replicas) if 0 in topic.partitions else 1
-        if item.assignments:
+        if item.assignments is not None:   # an empty list too, as Kafka
             if len(item.assignments) != total - current:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Attempted to add {total - current} additional partition(s), but only "
