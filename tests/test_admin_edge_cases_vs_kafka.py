@@ -612,3 +612,36 @@ def test_altering_the_configs_of_an_invalid_or_unknown_topic_checks_name_then_co
         (TOPIC, missing, E.INVALID_CONFIG, "Invalid value abc for configuration retention.ms: Not a number of type "
                                            "LONG")]
     assert _alter(node, (TOPIC, missing, [("retention.ms", SET, "1")]))[0][2] == E.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_elect_leaders_answers_each_topic_item_of_the_request_in_its_order(node: tuple[str, int]) -> None:
+    """Kafka answers one result per topic item, one naming no partition too (klog grouped the partitions by topic
+    and left out a topic whose item named none)."""
+    topic, missing = _topic(node), _name("gone")
+    until(lambda: _partitions(node, topic), f"{topic} in the metadata")
+    answer = _request(node, ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "timeout_ms": 10_000, "topic_partitions": [
+        {"topic": topic, "partitions": []}, {"topic": missing, "partitions": []}, {"topic": topic, "partitions": [0]}]})
+    assert (answer.error_code, [(r.topic, [(p.partition_id, p.error_code) for p in r.partition_result])
+                                for r in answer.replica_election_results]) == (E.NONE, [
+        (topic, []), (missing, []), (topic, [(0, E.ELECTION_NOT_NEEDED)])])
+
+
+@pytest.mark.parametrize("rtype", [0, 1, 3, 99])
+def test_altering_configs_of_an_unknown_resource_type_says_so_in_kafkas_words(node: tuple[str, int], rtype: int
+                                                                              ) -> None:
+    """Kafka's broker: "Unknown resource type N" (klog: "Unsupported resource type N")."""
+    refused = [(rtype, "x", E.INVALID_REQUEST, f"Unknown resource type {rtype}")]
+    assert _alter(node, (rtype, "x", [("a", SET, "1")]), validate_only=True) == refused
+    assert _legacy_alter(node, (rtype, "x", [("a", "1")])) == refused
+
+
+def test_appending_an_empty_entry_to_cleanup_policy_is_refused(node: tuple[str, int]) -> None:
+    """Kafka splits the value as Java's String.split (trailing empty entries dropped) and appends an empty entry,
+    which its list validator refuses (klog dropped every empty entry and answered NONE)."""
+    topic = _topic(node)
+    for value in ("", ",compact"):
+        assert _alter(node, (TOPIC, topic, [("cleanup.policy", APPEND, value)]), validate_only=True) == [
+            (TOPIC, topic, E.INVALID_CONFIG, "Configuration 'cleanup.policy' values must not be empty.")]
+    for value in ("compact,", ","):
+        assert _alter(node, (TOPIC, topic, [("cleanup.policy", APPEND, value)]), validate_only=True) == [
+            (TOPIC, topic, E.NONE, None)]

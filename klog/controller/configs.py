@@ -86,6 +86,15 @@ def _not_a_list(op: int, key: str) -> TopicError:
                       f"Can't {'APPEND' if op == OP_APPEND else 'SUBTRACT'} to key {key} because its type is not LIST.")
 
 
+def _java_split(value: str) -> list[str]:
+    """Java's ``value.split(",")``, as Kafka splits an APPEND/SUBTRACT value: trailing empty entries dropped, but
+    for a value without a comma (``""`` is one empty entry)."""
+    parts = value.split(",")
+    while len(parts) > 1 and not parts[-1]:
+        parts.pop()
+    return [] if parts == [""] and "," in value else parts
+
+
 def _has_operation(item: AlterableConfig) -> TypeGuard[IncrementalAlterConfigsRequestAlterableConfig]:
     return hasattr(item, "config_operation")
 
@@ -168,7 +177,7 @@ class ConfigControlManager:
                 elif rtype == ConfigResourceType.GROUP:
                     records += self._alter_group(rname, resource.configs, image, incremental)
                 else:
-                    raise TopicError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
+                    raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {rtype}")
             except TopicError as exc:
                 code, message = exc.code, exc.message
             results.append({"error_code": code, "error_message": message, "resource_type": rtype,
@@ -329,9 +338,9 @@ class ConfigControlManager:
                 default = spec.default if broker else self.config.topic_default(item.name)
                 current = overrides.get(item.name, spec.format(default))
                 values = [v for v in (current or "").split(",") if v]
-                change = [v.strip() for v in (item.value or "").split(",") if v.strip()]
-                if op == OP_APPEND:
-                    values += [v for v in change if v not in values]
+                change = [v.strip() for v in _java_split(item.value or "")]
+                if op == OP_APPEND:   # an empty entry too, as Kafka (which its list validators refuse)
+                    values += [v for v in dict.fromkeys(change) if v not in values]
                 else:
                     values = [v for v in values if v not in change]
                 overrides[item.name] = ",".join(values)
