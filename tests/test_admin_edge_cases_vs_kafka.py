@@ -645,3 +645,18 @@ def test_appending_an_empty_entry_to_cleanup_policy_is_refused(node: tuple[str, 
     for value in ("compact,", ","):
         assert _alter(node, (TOPIC, topic, [("cleanup.policy", APPEND, value)]), validate_only=True) == [
             (TOPIC, topic, E.NONE, None)]
+
+
+@pytest.mark.parametrize("broker", ["1", ""])
+def test_a_tls_store_setting_without_its_listener_prefix_is_refused_in_kafkas_words(node: tuple[str, int],
+                                                                                     broker: str) -> None:
+    """Kafka's DynamicBrokerConfig: a keystore/truststore setting is changed per listener (klog: "Cannot update these
+    configs dynamically"); a listener's at the cluster level names it in brackets, as the other keys."""
+    assert _alter(node, (BROKER, broker, [("ssl.keystore.location", SET, "/x")]), validate_only=True) == [
+        (BROKER, broker, E.INVALID_REQUEST, "These security configs can be dynamically updated only per-listener "
+                                            "using the listener prefix: [ssl.keystore.location]")]
+    if broker == "":
+        key = "listener.name.plaintext.ssl.keystore.location"
+        assert _alter(node, (BROKER, "", [(key, SET, "/x")]), validate_only=True) == [
+            (BROKER, "", E.INVALID_REQUEST, "Cannot update these configs at default cluster level, broker id must be "
+                                            f"specified: [{key}]")]

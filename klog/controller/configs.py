@@ -35,7 +35,7 @@ from klog.metadata.config import (
     check_topic_configs,
 )
 from klog.metadata import client_metrics, group_config
-from klog.metadata.config_security import STORED_SSL_KEYS, listener_ssl_key
+from klog.metadata.config_security import DYNAMIC_SSL_KEYS, STORED_SSL_KEYS, listener_ssl_key
 from klog.metadata.features import MV_CORDONED_LOG_DIRS, metadata_version_name
 from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.metadata.records import MetadataRecord, record
@@ -140,7 +140,7 @@ def _check_dynamic(resource: str, key: str, spec: ConfigKey | None) -> None:
     listener = listener_ssl_key(key) is not None
     if resource == "" and (key in PER_BROKER_KEYS or listener):
         raise TopicError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, broker id "
-                         f"must be specified: {key if listener else f'[{key}]'}")
+                         f"must be specified: [{key}]")
     if listener:
         return
     if key in STORED_SSL_KEYS:   # Kafka's answer for a listener setting named without its listener
@@ -236,10 +236,14 @@ class ConfigControlManager:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}")
         items = list(configs)
         static = [item.name for item in items if item.name in BROKER_KEYS and item.name not in DYNAMIC_BROKER_KEYS
-                  and item.name not in STORED_SSL_KEYS]
+                  and item.name not in STORED_SSL_KEYS | DYNAMIC_SSL_KEYS]
         if static:   # Kafka's DynamicBrokerConfig answers a config it cannot change so (INVALID_REQUEST)
             raise TopicError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: "
                              f"[{', '.join(static)}] ({_STATIC_BROKER_CONFIGS})")
+        unprefixed = [item.name for item in items if item.name in DYNAMIC_SSL_KEYS]
+        if unprefixed:   # a keystore/truststore setting is a listener's (listener.name.<l>.ssl.*), as on Kafka
+            raise TopicError(ErrorCode.INVALID_REQUEST, "These security configs can be dynamically updated only "
+                             f"per-listener using the listener prefix: [{', '.join(unprefixed)}]")
         before = dict(image.configs.get((ConfigResourceType.BROKER, name), {}))
         # the one table of the schemas of the keys the change names and the resource holds
         keys = {key: spec for key in {*before, *(item.name for item in items)} if (spec := _broker_key(key))}
