@@ -660,3 +660,16 @@ def test_a_tls_store_setting_without_its_listener_prefix_is_refused_in_kafkas_wo
         assert _alter(node, (BROKER, "", [(key, SET, "/x")]), validate_only=True) == [
             (BROKER, "", E.INVALID_REQUEST, "Cannot update these configs at default cluster level, broker id must be "
                                             f"specified: [{key}]")]
+
+
+def test_describe_configs_of_a_broker_id_that_is_no_integer_or_an_unknown_resource_type(node: tuple[str, int]) -> None:
+    """Kafka's ConfigHelper reads a broker (or broker-logger) resource's name as an int first, and answers an
+    unknown resource type with INVALID_REQUEST's default message (klog: "Unexpected broker id ..." and
+    "Unsupported resource type N")."""
+    for rtype in (BROKER, 8):
+        assert _describe(node, rtype, "abc", None) == (
+            E.INVALID_REQUEST, "Broker id must be an integer, but it is: abc", [])
+    default = ("This most likely occurs because of a request being malformed by the client library or the message "
+               "was sent to an incompatible broker. See the broker logs for more details.")
+    for rtype in (0, 1, 99):
+        assert _describe(node, rtype, "x", None) == (E.INVALID_REQUEST, default, [])
