@@ -673,3 +673,12 @@ def test_describe_configs_of_a_broker_id_that_is_no_integer_or_an_unknown_resour
                "was sent to an incompatible broker. See the broker logs for more details.")
     for rtype in (0, 1, 99):
         assert _describe(node, rtype, "x", None) == (E.INVALID_REQUEST, default, [])
+
+
+@pytest.mark.parametrize("level", ["OFF", "ALL", "debug", "FOO"])
+def test_a_logger_level_kafka_does_not_set_is_refused_naming_the_ones_it_does(node: tuple[str, int], level: str
+                                                                             ) -> None:
+    """Kafka's LogLevelConfig sets FATAL, ERROR, WARN, INFO, DEBUG and TRACE only (klog also set OFF and ALL)."""
+    assert _alter(node, (8, "1", [("root", SET, level)]), validate_only=True) == [
+        (8, "1", E.INVALID_CONFIG, f"Cannot set the log level of root to {level} as it is not a supported log level. "
+                                   "Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN")]
