@@ -682,3 +682,17 @@ def test_a_logger_level_kafka_does_not_set_is_refused_naming_the_ones_it_does(no
     assert _alter(node, (8, "1", [("root", SET, level)]), validate_only=True) == [
         (8, "1", E.INVALID_CONFIG, f"Cannot set the log level of root to {level} as it is not a supported log level. "
                                    "Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN")]
+
+
+def test_a_refused_create_topics_item_has_an_empty_config_list_and_a_repeated_id_kafkas_words(
+        node: tuple[str, int]) -> None:
+    """CreateTopics v5+: a refused topic's configs are an empty list (klog: null); DeleteTopics naming one topic id
+    twice says "Duplicate topic id." (klog: "ID")."""
+    name = _name("e")
+    answer = _request(node, ApiKey.CREATE_TOPICS, 7, {"topics": [
+        {"name": name, "num_partitions": 0, "replication_factor": -1, "assignments": [], "configs": []}],
+        "timeout_ms": 30_000, "validate_only": False})
+    assert [(t.error_code, t.configs, t.num_partitions, t.replication_factor) for t in answer.topics] == [
+        (E.INVALID_PARTITIONS, [], -1, -1)]
+    topic_id = uuid.uuid4()
+    assert _delete(node, (None, topic_id), (None, topic_id)) == [(None, E.INVALID_REQUEST, "Duplicate topic id.")]

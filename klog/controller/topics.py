@@ -510,7 +510,7 @@ class TopicControlManager:
                 continue
             if key in repeated:
                 result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
-                               "error_message": "Duplicate topic name." if name is not None else "Duplicate topic ID."})
+                               "error_message": "Duplicate topic name." if name is not None else "Duplicate topic id."})
                 continue
             topic: TopicImage | None
             if name is None:
