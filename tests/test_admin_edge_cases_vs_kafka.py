@@ -696,3 +696,21 @@ def test_a_refused_create_topics_item_has_an_empty_config_list_and_a_repeated_id
         (E.INVALID_PARTITIONS, [], -1, -1)]
     topic_id = uuid.uuid4()
     assert _delete(node, (None, topic_id), (None, topic_id)) == [(None, E.INVALID_REQUEST, "Duplicate topic id.")]
+
+
+def test_a_topics_own_values_are_described_as_parsed_and_appended_to_as_such(node: tuple[str, int]) -> None:
+    """Kafka describes a topic's own value parsed and written back, and appends to a list's entries (klog described
+    the value as sent, " gzip " and "0.50", and appended "delete" again to "compact , delete")."""
+    name = _name("ws")
+    sent = {"compression.type": " gzip ", "retention.ms": " 5000 ", "cleanup.policy": "compact , delete",
+            "min.cleanable.dirty.ratio": "0.50", "preallocate": "TRUE"}
+    assert _create(node, {"name": name, "configs": [{"name": k, "value": v} for k, v in sent.items()]}) == [
+        (name, E.NONE, None)]
+    described = {"compression.type": ("gzip", 1), "retention.ms": ("5000", 1), "cleanup.policy": ("compact,delete", 1),
+                 "min.cleanable.dirty.ratio": ("0.5", 1), "preallocate": ("true", 1)}
+    until(lambda: _partitions(node, name), f"{name} in the metadata")
+    assert {key: _topic_config(node, name, key) for key in sent} == described
+    assert _alter(node, (TOPIC, name, [("cleanup.policy", APPEND, "delete")])) == [(TOPIC, name, E.NONE, None)]
+    assert _alter(node, (TOPIC, name, [("retention.ms", SET, "6000")])) == [(TOPIC, name, E.NONE, None)]
+    until(lambda: _topic_config(node, name, "retention.ms")[0] == "6000", f"{name}'s new retention.ms")
+    assert _topic_config(node, name, "cleanup.policy") == ("compact,delete", 1)

@@ -341,7 +341,7 @@ class ConfigControlManager:
                     raise _not_a_list(op, item.name)
                 default = spec.default if broker else self.config.topic_default(item.name)
                 current = overrides.get(item.name, spec.format(default))
-                values = [v for v in (current or "").split(",") if v]
+                values = [v.strip() for v in (current or "").split(",") if v.strip()]
                 change = [v.strip() for v in _java_split(item.value or "")]
                 if op == OP_APPEND:   # an empty entry too, as Kafka (which its list validators refuse)
                     values += [v for v in dict.fromkeys(change) if v not in values]

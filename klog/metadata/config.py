@@ -1157,6 +1157,15 @@ _BROKER_SYNONYMS = {"retention.ms": ("log.retention.ms", "log.retention.minutes"
                     "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours")}
 
 
+def _described_override(spec: ConfigKey, raw: str) -> str | None:
+    """A topic's own value as Kafka describes it: parsed and written back (``compact , delete`` as
+    ``compact,delete``, ``0.50`` as ``0.5``, `` 5000 `` as ``5000``); as stored where it does not parse."""
+    try:
+        return spec.format(spec.parse(raw))
+    except ConfigError:
+        return raw
+
+
 def topic_config_entries(config: BrokerConfig, overrides: Mapping[str, str], keys: list[str] | None, *,
                          include_synonyms: bool, include_documentation: bool = False
                          ) -> list[DescribeConfigsResponseResourceResult]:
@@ -1187,7 +1196,7 @@ def topic_config_entries(config: BrokerConfig, overrides: Mapping[str, str], key
         if dynamic:
             value = spec.format(dynamic[0][1])
         if name in overrides:
-            value, source = overrides[name], ConfigSource.TOPIC_CONFIG
+            value, source = _described_override(spec, overrides[name]), ConfigSource.TOPIC_CONFIG
             synonyms.insert(0, {"name": name, "value": value, "source": ConfigSource.TOPIC_CONFIG})
         entries.append({
             "name": name, "value": value, "read_only": False, "is_default": source == ConfigSource.DEFAULT_CONFIG,
