@@ -714,3 +714,22 @@ def test_a_topics_own_values_are_described_as_parsed_and_appended_to_as_such(nod
     assert _alter(node, (TOPIC, name, [("retention.ms", SET, "6000")])) == [(TOPIC, name, E.NONE, None)]
     until(lambda: _topic_config(node, name, "retention.ms")[0] == "6000", f"{name}'s new retention.ms")
     assert _topic_config(node, name, "cleanup.policy") == ("compact,delete", 1)
+
+
+@pytest.mark.parametrize("validate_only", [True, False])
+def test_create_topics_making_more_than_10000_records_is_a_policy_violation(node: tuple[str, int],
+                                                                              validate_only: bool) -> None:
+    """Kafka's controller makes at most 10,000 records for one request (a topic record, and each partition's and
+    config's): 9,999 partitions are one topic, 10,000 or 9,999 and a config refuse the whole request (klog made them;
+    it bounded partitions only)."""
+    refused = "Unable to perform excessively large batch operation."
+    big, other = _name("big"), _name("other")
+    assert _create(node, {"name": big, "num_partitions": 10_000}, validate_only=validate_only) == [
+        (big, E.POLICY_VIOLATION, refused)]
+    assert _create(node, {"name": big, "num_partitions": 9_999, "configs": [{"name": "retention.ms", "value": "1"}]},
+                   validate_only=validate_only) == [(big, E.POLICY_VIOLATION, refused)]
+    assert _create(node, {"name": big, "num_partitions": 5_000}, {"name": other, "num_partitions": 4_999},
+                   validate_only=validate_only) == [(big, E.POLICY_VIOLATION, refused),
+                                                    (other, E.POLICY_VIOLATION, refused)]
+    assert _partitions(node, big) is None and _partitions(node, other) is None
+    assert _create(node, {"name": big, "num_partitions": 9_999}, validate_only=True) == [(big, E.NONE, None)]

@@ -66,6 +66,9 @@ _TOPIC_NAME_RE = re.compile(r"[a-zA-Z0-9._-]+")   # fullmatch: "$" would let a f
 MAX_PARTITIONS_PER_TOPIC = 10_000
 #: Partitions one CreateTopics request may make, over all its topics (Kafka's MAX_PARTITIONS_PER_BATCH)
 MAX_PARTITIONS_PER_REQUEST = 10_000
+#: Records one CreateTopics request may make (Kafka's QuorumController.MAX_RECORDS_PER_USER_OP): a topic record, its
+#: partition records and its config records each
+MAX_RECORDS_PER_REQUEST = 10_000
 #: Partitions a cluster may hold (issue 15's bound: the metadata image, every broker's copy of it and a snapshot
 #: grow with them); CreateTopics/CreatePartitions past it are refused with POLICY_VIOLATION naming this limit.
 MAX_PARTITIONS_PER_CLUSTER = 200_000
@@ -365,6 +368,13 @@ class TopicControlManager:
             records.extend(recs)
             result.update({"topic_id": topic_id, "num_partitions": partitions, "replication_factor": rf})
             answer.overrides = overrides
+        if len(records) > MAX_RECORDS_PER_REQUEST:   # Kafka's BoundedList: the whole request fails
+            for answer in results:
+                answer.overrides = None
+                answer.item.update({"topic_id": ZERO_UUID, "num_partitions": -1, "replication_factor": -1,
+                                    "error_code": int(ErrorCode.POLICY_VIOLATION),
+                                    "error_message": "Unable to perform excessively large batch operation."})
+            records = []
         return ControllerResult(() if validate_only else records, results)
 
     def _requested_partitions(self, items: Iterable[CreatableTopic]) -> int:
