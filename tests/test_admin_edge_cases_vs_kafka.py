@@ -733,3 +733,23 @@ def test_create_topics_making_more_than_10000_records_is_a_policy_violation(node
                                                     (other, E.POLICY_VIOLATION, refused)]
     assert _partitions(node, big) is None and _partitions(node, other) is None
     assert _create(node, {"name": big, "num_partitions": 9_999}, validate_only=True) == [(big, E.NONE, None)]
+
+
+def test_create_partitions_adding_more_than_10000_partitions_in_one_request_fails_the_topic_past_it(
+        node: tuple[str, int]) -> None:
+    """Kafka bounds the records of a CreatePartitions request (MAX_RECORDS_PER_USER_OP), answering the topic that
+    passes it UNKNOWN_SERVER_ERROR (the ones before it keep theirs), and not a topic's partition count (klog refused
+    more than 10,000 partitions in a topic, INVALID_PARTITIONS, and placed any number added)."""
+    topic, other = _topic(node, partitions=2), _topic(node)
+
+    def grown(*topics: dict[str, Any]) -> list[tuple[str, int, str | None]]:
+        answer = _request(node, ApiKey.CREATE_PARTITIONS, 3, {"topics": [{"assignments": None, **t} for t in topics],
+                                                              "timeout_ms": 30_000, "validate_only": True})
+        return [(r.name, r.error_code, r.error_message or None) for r in answer.results]
+
+    assert grown({"name": topic, "count": 10_002}) == [(topic, E.NONE, None)]
+    assert grown({"name": topic, "count": 10_003}) == [(topic, E.UNKNOWN_SERVER_ERROR, None)]
+    # Kafka answers (and adds) the topics in an order of its own
+    assert sorted(code for _, code, _ in grown({"name": topic, "count": 5_002}, {"name": other, "count": 5_002})) == [
+        E.UNKNOWN_SERVER_ERROR, E.NONE]
+

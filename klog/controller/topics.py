@@ -581,7 +581,7 @@ class TopicControlManager:
                                "error_message": "Duplicate topic name."})
                 continue
             try:
-                added = self._add_partitions(item, image, brokers)
+                added = self._add_partitions(item, image, len(records), brokers)
                 adding = sum(1 for r in added if r.name == "PartitionRecord")
                 self._check_cluster_partitions(partitions_in_cluster, adding)
                 if _refused(quota, adding):   # validate_only too, as Kafka's controller does
@@ -593,8 +593,9 @@ class TopicControlManager:
                 result.update({"error_code": exc.code, "error_message": exc.message})
         return ControllerResult(() if request.validate_only else records, results)
 
-    def _add_partitions(self, item: CreatePartitionsRequestTopic, image: MetadataImage, brokers: list[int]
-                        ) -> list[MetadataRecord]:
+    def _add_partitions(self, item: CreatePartitionsRequestTopic, image: MetadataImage, earlier: int,
+                        brokers: list[int]) -> list[MetadataRecord]:
+        """The records adding ``item``'s partitions, after the ``earlier`` records of the request's other topics."""
         topic = image.topic(item.name)
         if topic is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)   # Kafka says no more
@@ -605,9 +606,10 @@ class TopicControlManager:
                              f"partition(s); {total} would not be an increase.")
         if total == current:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
-        if total > MAX_PARTITIONS_PER_TOPIC:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             f"{total} partitions exceed klog's limit {MAX_PARTITIONS_PER_TOPIC}.")
+        if earlier + total - current > MAX_RECORDS_PER_REQUEST:
+            # Kafka's BoundedList of the request's records throws, which its createPartitions answers
+            # UNKNOWN_SERVER_ERROR (the topics before it keep theirs)
+            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
         rf = len(topic.partitions[0].replicas) if 0 in topic.partitions else 1
         if item.assignments is not None:   # an empty list too, as Kafka
             if len(item.assignments) != total - current:
