@@ -477,3 +477,279 @@ def test_create_topics_and_create_partitions_say_why_in_kafkas_words(node: tuple
     assert grown({"name": missing, "count": 2}) == {(E.UNKNOWN_TOPIC_OR_PARTITION, None)}
     assert grown({"name": topic, "count": 3}, {"name": topic, "count": 3}) == {
         (E.INVALID_REQUEST, "Duplicate topic name.")}
+
+
+# ---- found by the differential probe of 2026-12-07 (each failed on klog before) --------------------------------
+
+def test_delete_topics_naming_a_topic_by_both_name_and_id_is_an_invalid_request_that_deletes_nothing(
+        node: tuple[str, int]) -> None:
+    """Kafka's ControllerApis.deleteTopics refuses an item with a name and an id (klog deleted the named topic)."""
+    topic = _topic(node)
+    until(lambda: _partitions(node, topic), f"{topic} in the metadata")
+    assert _delete(node, (topic, uuid.uuid4())) == [
+        (topic, E.INVALID_REQUEST, "You may not specify both topic name and topic id.")]
+    assert _partitions(node, topic) == 1
+
+
+@pytest.mark.parametrize("broker", ["1", ""])
+def test_append_and_subtract_on_broker_configs_as_kafkas_brokers_answer_them(node: tuple[str, int], broker: str
+                                                                             ) -> None:
+    """An APPEND to a broker's list config starts from its default (klog closed the connection: it looked the
+    broker key up among the topic configs); on a config that is no list Kafka's broker refuses it in its words
+    (klog: the controller's words for topics)."""
+    assert _alter(node, (BROKER, broker, [("log.cleanup.policy", APPEND, "compact")]), validate_only=True) == [
+        (BROKER, broker, E.NONE, None)]
+    assert _alter(node, (BROKER, broker, [("log.cleanup.policy", SUBTRACT, "delete")]), validate_only=True) == [
+        (BROKER, broker, E.NONE, None)]
+    for op, verb in ((APPEND, "append"), (SUBTRACT, "subtract")):
+        assert _alter(node, (BROKER, broker, [("log.retention.ms", op, "1")]), validate_only=True) == [
+            (BROKER, broker, E.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: log.retention.ms")]
+
+
+#: (configs, Kafka 4.3.1's message) of topic configs its controller refuses (INVALID_CONFIG): ConfigDef's parse
+#: and validators, LogConfig.validate's checks of the values together, every name before any value
+TOPIC_CONFIG_REFUSALS: list[tuple[dict[str, str], str]] = [
+    ({"retention.ms": "abc"}, "Invalid value abc for configuration retention.ms: Not a number of type LONG"),
+    ({"retention.ms": ""}, "Invalid value  for configuration retention.ms: Not a number of type LONG"),
+    ({"retention.ms": "99999999999999999999"},
+     "Invalid value 99999999999999999999 for configuration retention.ms: Not a number of type LONG"),
+    ({"retention.ms": "-2"}, "Invalid value -2 for configuration retention.ms: Value must be at least -1"),
+    ({"max.message.bytes": "2147483648"},
+     "Invalid value 2147483648 for configuration max.message.bytes: Not a number of type INT"),
+    ({"segment.index.bytes": "3"}, "Invalid value 3 for configuration segment.index.bytes: Value must be at least 4"),
+    ({"min.insync.replicas": "0"}, "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1"),
+    ({"compression.gzip.level": "0"}, "Invalid value 0 for configuration compression.gzip.level: Value must be "
+                                      "between 1 and 9 or equal to -1"),
+    ({"compression.lz4.level": "18"},
+     "Invalid value 18 for configuration compression.lz4.level: Value must be no more than 17"),
+    ({"min.cleanable.dirty.ratio": "1.1"},
+     "Invalid value 1.1 for configuration min.cleanable.dirty.ratio: Value must be no more than 1"),
+    ({"min.cleanable.dirty.ratio": " 5 "},
+     "Invalid value 5.0 for configuration min.cleanable.dirty.ratio: Value must be no more than 1"),
+    ({"preallocate": "yes"}, "Invalid value yes for configuration preallocate: Expected value to be either true or "
+                             "false"),
+    ({"compression.type": "GZIP"}, "Invalid value GZIP for configuration compression.type: String must be one of: "
+                                   "uncompressed, zstd, lz4, snappy, gzip, producer"),
+    ({"message.timestamp.type": "createtime"}, "Invalid value createtime for configuration message.timestamp.type: "
+                                               "String must be one of: CreateTime, LogAppendTime"),
+    ({"cleanup.policy": "compact,Delete"},
+     "Invalid value Delete for configuration cleanup.policy: String must be one of: compact, delete"),
+    ({"cleanup.policy": "compact,"}, "Configuration 'cleanup.policy' values must not be empty."),
+    ({"leader.replication.throttled.replicas": "0:1,x"},
+     "Invalid value [0:1, x] for configuration leader.replication.throttled.replicas: "
+     "leader.replication.throttled.replicas must be the literal '*' or a list of replicas in the following format: "
+     "[partitionId]:[brokerId],[partitionId]:[brokerId],..."),
+    ({"local.retention.ms": "-3"}, "Invalid value -3 for configuration local.retention.ms: Value must be at least -2"),
+    ({"local.retention.bytes": "-3"},
+     "Invalid value -3 for configuration local.retention.bytes: Value must be at least -2"),
+    ({"min.compaction.lag.ms": "100", "max.compaction.lag.ms": "10"},
+     "conflict topic config setting min.compaction.lag.ms (100) > max.compaction.lag.ms (10)"),
+    ({"remote.storage.enable": "true"}, "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                                        "configured with remote log storage."),
+    ({"retention.ms": "abc", "no.such.config": "1"}, "Unknown topic config name: no.such.config"),
+]
+
+
+@pytest.mark.parametrize(("configs", "message"), TOPIC_CONFIG_REFUSALS, ids=[
+    ",".join(f"{k}={v}" for k, v in c.items()) for c, _ in TOPIC_CONFIG_REFUSALS])
+def test_topic_configs_kafka_refuses_are_refused_in_its_words(node: tuple[str, int], configs: dict[str, str],
+                                                              message: str) -> None:
+    """CreateTopics, IncrementalAlterConfigs and AlterConfigs of the same configs answer Kafka's message (klog:
+    "config 'retention.ms': expected an integer, got 'abc'" and the like, and it took an empty cleanup.policy entry,
+    local retentions below -2, a min compaction lag above the max, and remote storage it does not have)."""
+    name, topic = _name("cfg"), _topic(node)
+    assert _create(node, {"name": name, "configs": [{"name": k, "value": v} for k, v in configs.items()]},
+                   validate_only=True) == [(name, E.INVALID_CONFIG, message)]
+    assert _alter(node, (TOPIC, topic, [(k, SET, v) for k, v in configs.items()])) == [
+        (TOPIC, topic, E.INVALID_CONFIG, message)]
+    assert _legacy_alter(node, (TOPIC, topic, list(configs.items()))) == [(TOPIC, topic, E.INVALID_CONFIG, message)]
+    assert _topic_config(node, topic, "retention.ms") == ("604800000", 5)
+
+
+def test_create_topics_checks_configs_then_replication_factor_then_partitions(node: tuple[str, int]) -> None:
+    """Kafka's ReplicationControlManager checks the configs of every new topic first, the replication factor before
+    the partition count, and a manual assignment's replicas sorted, each registered before named once (klog: the
+    partitions, then the configs; duplicates before unknown brokers)."""
+    unknown = [{"name": "no.such.config", "value": "1"}]
+    name = _name("o")
+    assert _create(node, {"name": name, "num_partitions": 0, "configs": unknown}, validate_only=True) == [
+        (name, E.INVALID_CONFIG, "Unknown topic config name: no.such.config")]
+    assert _create(node, {"name": name, "assignments": _assign([7]), "configs": unknown}, validate_only=True) == [
+        (name, E.INVALID_CONFIG, "Unknown topic config name: no.such.config")]
+    assert _create(node, {"name": name, "num_partitions": 0, "replication_factor": 0}, validate_only=True) == [
+        (name, E.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default "
+                                             "value.")]
+    assert _create(node, {"name": name, "assignments": _assign([7, 7])}, validate_only=True) == [
+        (name, E.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes broker 7, but no such broker "
+                                             "is registered.")]
+    assert _create(node, {"name": name, "assignments": _assign([1], [1, 1])}, validate_only=True) == [
+        (name, E.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes the broker 1 more than once.")]
+    assert _create(node, {"name": name, "num_partitions": 2, "replication_factor": 1,
+                          "assignments": _assign([1])}, validate_only=True) == [
+        (name, E.INVALID_REQUEST, "A manual partition assignment was specified, but replication factor was not set "
+                                  "to -1.")]
+
+
+def test_create_partitions_with_an_empty_assignment_list_is_refused(node: tuple[str, int]) -> None:
+    """Kafka reads an empty (not null) assignment list as one naming no partition (klog placed the new one)."""
+    topic = _topic(node)
+    answer = _request(node, ApiKey.CREATE_PARTITIONS, 3, {"topics": [{"name": topic, "count": 2, "assignments": []}],
+                                                          "timeout_ms": 30_000, "validate_only": False})
+    assert [(r.error_code, r.error_message) for r in answer.results] == [
+        (E.INVALID_REPLICA_ASSIGNMENT, "Attempted to add 1 additional partition(s), but only 0 assignment(s) were "
+                                       "specified.")]
+    assert _partitions(node, topic) == 1
+
+
+def test_altering_the_configs_of_an_invalid_or_unknown_topic_checks_name_then_configs(node: tuple[str, int]) -> None:
+    """Kafka's controller checks the topic name, then the configs, then whether the topic exists (klog: unknown
+    topic for all three)."""
+    assert _alter(node, (TOPIC, "a/b", [("retention.ms", SET, "1")])) == [
+        (TOPIC, "a/b", E.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: 'a/b' contains one or more characters "
+                                                  "other than ASCII alphanumerics, '.', '_' and '-'")]
+    missing = _name("gone")
+    assert _alter(node, (TOPIC, missing, [("retention.ms", SET, "abc")])) == [
+        (TOPIC, missing, E.INVALID_CONFIG, "Invalid value abc for configuration retention.ms: Not a number of type "
+                                           "LONG")]
+    assert _alter(node, (TOPIC, missing, [("retention.ms", SET, "1")]))[0][2] == E.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_elect_leaders_answers_each_topic_item_of_the_request_in_its_order(node: tuple[str, int]) -> None:
+    """Kafka answers one result per topic item, one naming no partition too (klog grouped the partitions by topic
+    and left out a topic whose item named none)."""
+    topic, missing = _topic(node), _name("gone")
+    until(lambda: _partitions(node, topic), f"{topic} in the metadata")
+    answer = _request(node, ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "timeout_ms": 10_000, "topic_partitions": [
+        {"topic": topic, "partitions": []}, {"topic": missing, "partitions": []}, {"topic": topic, "partitions": [0]}]})
+    assert (answer.error_code, [(r.topic, [(p.partition_id, p.error_code) for p in r.partition_result])
+                                for r in answer.replica_election_results]) == (E.NONE, [
+        (topic, []), (missing, []), (topic, [(0, E.ELECTION_NOT_NEEDED)])])
+
+
+@pytest.mark.parametrize("rtype", [0, 1, 3, 99])
+def test_altering_configs_of_an_unknown_resource_type_says_so_in_kafkas_words(node: tuple[str, int], rtype: int
+                                                                              ) -> None:
+    """Kafka's broker: "Unknown resource type N" (klog: "Unsupported resource type N")."""
+    refused = [(rtype, "x", E.INVALID_REQUEST, f"Unknown resource type {rtype}")]
+    assert _alter(node, (rtype, "x", [("a", SET, "1")]), validate_only=True) == refused
+    assert _legacy_alter(node, (rtype, "x", [("a", "1")])) == refused
+
+
+def test_appending_an_empty_entry_to_cleanup_policy_is_refused(node: tuple[str, int]) -> None:
+    """Kafka splits the value as Java's String.split (trailing empty entries dropped) and appends an empty entry,
+    which its list validator refuses (klog dropped every empty entry and answered NONE)."""
+    topic = _topic(node)
+    for value in ("", ",compact"):
+        assert _alter(node, (TOPIC, topic, [("cleanup.policy", APPEND, value)]), validate_only=True) == [
+            (TOPIC, topic, E.INVALID_CONFIG, "Configuration 'cleanup.policy' values must not be empty.")]
+    for value in ("compact,", ","):
+        assert _alter(node, (TOPIC, topic, [("cleanup.policy", APPEND, value)]), validate_only=True) == [
+            (TOPIC, topic, E.NONE, None)]
+
+
+@pytest.mark.parametrize("broker", ["1", ""])
+def test_a_tls_store_setting_without_its_listener_prefix_is_refused_in_kafkas_words(node: tuple[str, int],
+                                                                                     broker: str) -> None:
+    """Kafka's DynamicBrokerConfig: a keystore/truststore setting is changed per listener (klog: "Cannot update these
+    configs dynamically"); a listener's at the cluster level names it in brackets, as the other keys."""
+    assert _alter(node, (BROKER, broker, [("ssl.keystore.location", SET, "/x")]), validate_only=True) == [
+        (BROKER, broker, E.INVALID_REQUEST, "These security configs can be dynamically updated only per-listener "
+                                            "using the listener prefix: [ssl.keystore.location]")]
+    if broker == "":
+        key = "listener.name.plaintext.ssl.keystore.location"
+        assert _alter(node, (BROKER, "", [(key, SET, "/x")]), validate_only=True) == [
+            (BROKER, "", E.INVALID_REQUEST, "Cannot update these configs at default cluster level, broker id must be "
+                                            f"specified: [{key}]")]
+
+
+def test_describe_configs_of_a_broker_id_that_is_no_integer_or_an_unknown_resource_type(node: tuple[str, int]) -> None:
+    """Kafka's ConfigHelper reads a broker (or broker-logger) resource's name as an int first, and answers an
+    unknown resource type with INVALID_REQUEST's default message (klog: "Unexpected broker id ..." and
+    "Unsupported resource type N")."""
+    for rtype in (BROKER, 8):
+        assert _describe(node, rtype, "abc", None) == (
+            E.INVALID_REQUEST, "Broker id must be an integer, but it is: abc", [])
+    default = ("This most likely occurs because of a request being malformed by the client library or the message "
+               "was sent to an incompatible broker. See the broker logs for more details.")
+    for rtype in (0, 1, 99):
+        assert _describe(node, rtype, "x", None) == (E.INVALID_REQUEST, default, [])
+
+
+@pytest.mark.parametrize("level", ["OFF", "ALL", "debug", "FOO"])
+def test_a_logger_level_kafka_does_not_set_is_refused_naming_the_ones_it_does(node: tuple[str, int], level: str
+                                                                             ) -> None:
+    """Kafka's LogLevelConfig sets FATAL, ERROR, WARN, INFO, DEBUG and TRACE only (klog also set OFF and ALL)."""
+    assert _alter(node, (8, "1", [("root", SET, level)]), validate_only=True) == [
+        (8, "1", E.INVALID_CONFIG, f"Cannot set the log level of root to {level} as it is not a supported log level. "
+                                   "Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN")]
+
+
+def test_a_refused_create_topics_item_has_an_empty_config_list_and_a_repeated_id_kafkas_words(
+        node: tuple[str, int]) -> None:
+    """CreateTopics v5+: a refused topic's configs are an empty list (klog: null); DeleteTopics naming one topic id
+    twice says "Duplicate topic id." (klog: "ID")."""
+    name = _name("e")
+    answer = _request(node, ApiKey.CREATE_TOPICS, 7, {"topics": [
+        {"name": name, "num_partitions": 0, "replication_factor": -1, "assignments": [], "configs": []}],
+        "timeout_ms": 30_000, "validate_only": False})
+    assert [(t.error_code, t.configs, t.num_partitions, t.replication_factor) for t in answer.topics] == [
+        (E.INVALID_PARTITIONS, [], -1, -1)]
+    topic_id = uuid.uuid4()
+    assert _delete(node, (None, topic_id), (None, topic_id)) == [(None, E.INVALID_REQUEST, "Duplicate topic id.")]
+
+
+def test_a_topics_own_values_are_described_as_parsed_and_appended_to_as_such(node: tuple[str, int]) -> None:
+    """Kafka describes a topic's own value parsed and written back, and appends to a list's entries (klog described
+    the value as sent, " gzip " and "0.50", and appended "delete" again to "compact , delete")."""
+    name = _name("ws")
+    sent = {"compression.type": " gzip ", "retention.ms": " 5000 ", "cleanup.policy": "compact , delete",
+            "min.cleanable.dirty.ratio": "0.50", "preallocate": "TRUE"}
+    assert _create(node, {"name": name, "configs": [{"name": k, "value": v} for k, v in sent.items()]}) == [
+        (name, E.NONE, None)]
+    described = {"compression.type": ("gzip", 1), "retention.ms": ("5000", 1), "cleanup.policy": ("compact,delete", 1),
+                 "min.cleanable.dirty.ratio": ("0.5", 1), "preallocate": ("true", 1)}
+    until(lambda: _partitions(node, name), f"{name} in the metadata")
+    assert {key: _topic_config(node, name, key) for key in sent} == described
+    assert _alter(node, (TOPIC, name, [("cleanup.policy", APPEND, "delete")])) == [(TOPIC, name, E.NONE, None)]
+    assert _alter(node, (TOPIC, name, [("retention.ms", SET, "6000")])) == [(TOPIC, name, E.NONE, None)]
+    until(lambda: _topic_config(node, name, "retention.ms")[0] == "6000", f"{name}'s new retention.ms")
+    assert _topic_config(node, name, "cleanup.policy") == ("compact,delete", 1)
+
+
+@pytest.mark.parametrize("validate_only", [True, False])
+def test_create_topics_making_more_than_10000_records_is_a_policy_violation(node: tuple[str, int],
+                                                                              validate_only: bool) -> None:
+    """Kafka's controller makes at most 10,000 records for one request (a topic record, and each partition's and
+    config's): 9,999 partitions are one topic, 10,000 or 9,999 and a config refuse the whole request (klog made them;
+    it bounded partitions only)."""
+    refused = "Unable to perform excessively large batch operation."
+    big, other = _name("big"), _name("other")
+    assert _create(node, {"name": big, "num_partitions": 10_000}, validate_only=validate_only) == [
+        (big, E.POLICY_VIOLATION, refused)]
+    assert _create(node, {"name": big, "num_partitions": 9_999, "configs": [{"name": "retention.ms", "value": "1"}]},
+                   validate_only=validate_only) == [(big, E.POLICY_VIOLATION, refused)]
+    assert _create(node, {"name": big, "num_partitions": 5_000}, {"name": other, "num_partitions": 4_999},
+                   validate_only=validate_only) == [(big, E.POLICY_VIOLATION, refused),
+                                                    (other, E.POLICY_VIOLATION, refused)]
+    assert _partitions(node, big) is None and _partitions(node, other) is None
+    assert _create(node, {"name": big, "num_partitions": 9_999}, validate_only=True) == [(big, E.NONE, None)]
+
+
+def test_create_partitions_adding_more_than_10000_partitions_in_one_request_fails_the_topic_past_it(
+        node: tuple[str, int]) -> None:
+    """Kafka bounds the records of a CreatePartitions request (MAX_RECORDS_PER_USER_OP), answering the topic that
+    passes it UNKNOWN_SERVER_ERROR (the ones before it keep theirs), and not a topic's partition count (klog refused
+    more than 10,000 partitions in a topic, INVALID_PARTITIONS, and placed any number added)."""
+    topic, other = _topic(node, partitions=2), _topic(node)
+
+    def grown(*topics: dict[str, Any]) -> list[tuple[str, int, str | None]]:
+        answer = _request(node, ApiKey.CREATE_PARTITIONS, 3, {"topics": [{"assignments": None, **t} for t in topics],
+                                                              "timeout_ms": 30_000, "validate_only": True})
+        return [(r.name, r.error_code, r.error_message or None) for r in answer.results]
+
+    assert grown({"name": topic, "count": 10_002}) == [(topic, E.NONE, None)]
+    assert grown({"name": topic, "count": 10_003}) == [(topic, E.UNKNOWN_SERVER_ERROR, None)]
+    # Kafka answers (and adds) the topics in an order of its own
+    assert sorted(code for _, code, _ in grown({"name": topic, "count": 5_002}, {"name": other, "count": 5_002})) == [
+        E.UNKNOWN_SERVER_ERROR, E.NONE]
+

@@ -372,7 +372,7 @@ def test_delete_topics_refuses_a_repeated_name_or_id_and_deletes_none_of_it():
     assert [(r["name"], r["error_code"], r["error_message"]) for r in result.response] == [
         ("a", ErrorCode.INVALID_REQUEST, "Duplicate topic name."),
         (None, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified."),
-        (None, ErrorCode.INVALID_REQUEST, "Duplicate topic ID."), ("c", 0, None),
+        (None, ErrorCode.INVALID_REQUEST, "Duplicate topic id."), ("c", 0, None),
         (None, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified."),
         ("a", ErrorCode.INVALID_REQUEST, "Duplicate topic name.")]
     assert sorted(committed(image, result).topics_by_name) == ["a", "b"]

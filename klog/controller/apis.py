@@ -395,8 +395,8 @@ class ControllerApis:
                      "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
                     for e in topic_config_entries(self.config, created.overrides or {}, None,
                                                   include_synonyms=False)]
-            else:
-                result["configs"] = None
+            else:   # Kafka answers an empty list (its schema's default), not null
+                result["configs"] = []
         return {"throttle_time_ms": quota.throttle_time_ms(_monotonic_ms()),
                 "topics": [created.item for created in results]}
 
@@ -514,10 +514,12 @@ class ControllerApis:
                 {"topic": t, "partition_result": [{"partition_id": p, "error_code": exc.code,
                                                    "error_message": exc.message} for p in partitions]}
                 for t, partitions in wanted or []]}
-        grouped = _by_topic(items)
-        if wanted is None:
-            by_name = dict(grouped)
+        if wanted is None:   # every topic of the cluster, its partitions that needed no election left out
+            by_name = dict(_by_topic(items))
             grouped = [(name, by_name.get(name, [])) for name in every_topic]
+        else:   # as Kafka: one result per topic item of the request (one naming no partition too), in its order
+            answers = iter(answer for _, answer in items)
+            grouped = [(t, [next(answers) for _ in partitions]) for t, partitions in wanted]
         results: list[ElectLeadersResponseReplicaElectionResult] = [
             {"topic": t, "partition_result": r} for t, r in grouped]
         return {"throttle_time_ms": 0, "error_code": NONE, "replica_election_results": results}

@@ -31,10 +31,11 @@ from klog.metadata.config import (
     BrokerConfig,
     ConfigError,
     ConfigKey,
-    validate_topic_configs,
+    TopicConfigError,
+    check_topic_configs,
 )
 from klog.metadata import client_metrics, group_config
-from klog.metadata.config_security import STORED_SSL_KEYS, listener_ssl_key
+from klog.metadata.config_security import DYNAMIC_SSL_KEYS, STORED_SSL_KEYS, listener_ssl_key
 from klog.metadata.features import MV_CORDONED_LOG_DIRS, metadata_version_name
 from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.metadata.records import MetadataRecord, record
@@ -42,7 +43,7 @@ from klog.protocol.errors import ErrorCode
 
 from .partition_change import MIN_ISR_KEY, clear_elr_records, elr_enabled, elr_min_isr_refusal
 from .result import ControllerResult
-from .topics import TopicError
+from .topics import TopicError, validate_topic_name
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
@@ -83,6 +84,15 @@ def _not_a_list(op: int, key: str) -> TopicError:
     """Kafka's answer to an APPEND or SUBTRACT on a config that is not a list."""
     return TopicError(ErrorCode.INVALID_CONFIG,
                       f"Can't {'APPEND' if op == OP_APPEND else 'SUBTRACT'} to key {key} because its type is not LIST.")
+
+
+def _java_split(value: str) -> list[str]:
+    """Java's ``value.split(",")``, as Kafka splits an APPEND/SUBTRACT value: trailing empty entries dropped, but
+    for a value without a comma (``""`` is one empty entry)."""
+    parts = value.split(",")
+    while len(parts) > 1 and not parts[-1]:
+        parts.pop()
+    return [] if parts == [""] and "," in value else parts
 
 
 def _has_operation(item: AlterableConfig) -> TypeGuard[IncrementalAlterConfigsRequestAlterableConfig]:
@@ -130,7 +140,7 @@ def _check_dynamic(resource: str, key: str, spec: ConfigKey | None) -> None:
     listener = listener_ssl_key(key) is not None
     if resource == "" and (key in PER_BROKER_KEYS or listener):
         raise TopicError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, broker id "
-                         f"must be specified: {key if listener else f'[{key}]'}")
+                         f"must be specified: [{key}]")
     if listener:
         return
     if key in STORED_SSL_KEYS:   # Kafka's answer for a listener setting named without its listener
@@ -167,7 +177,7 @@ class ConfigControlManager:
                 elif rtype == ConfigResourceType.GROUP:
                     records += self._alter_group(rname, resource.configs, image, incremental)
                 else:
-                    raise TopicError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
+                    raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {rtype}")
             except TopicError as exc:
                 code, message = exc.code, exc.message
             results.append({"error_code": code, "error_message": message, "resource_type": rtype,
@@ -180,14 +190,16 @@ class ConfigControlManager:
                      ) -> list[MetadataRecord]:
         if not name:   # Kafka's ControllerConfigurationValidator
             raise TopicError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
-        if image.topic(name) is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-        before = dict(image.topic_config(name))
+        validate_topic_name(name)
+        # Kafka's controller checks the new configs before it looks the topic up
+        before = dict(image.topic_config(name)) if image.topic(name) is not None else {}
         after = self._incremental(before, configs) if incremental else self._replaced(configs)
         try:
-            validate_topic_configs(after)
-        except ConfigError as exc:
+            check_topic_configs(after, self.config.topic_default)
+        except TopicConfigError as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if image.topic(name) is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         return topic_config_records(name, before, after)
 
     def _alter_broker(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage, incremental: bool,
@@ -224,24 +236,27 @@ class ConfigControlManager:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}")
         items = list(configs)
         static = [item.name for item in items if item.name in BROKER_KEYS and item.name not in DYNAMIC_BROKER_KEYS
-                  and item.name not in STORED_SSL_KEYS]
+                  and item.name not in STORED_SSL_KEYS | DYNAMIC_SSL_KEYS]
         if static:   # Kafka's DynamicBrokerConfig answers a config it cannot change so (INVALID_REQUEST)
             raise TopicError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: "
                              f"[{', '.join(static)}] ({_STATIC_BROKER_CONFIGS})")
+        unprefixed = [item.name for item in items if item.name in DYNAMIC_SSL_KEYS]
+        if unprefixed:   # a keystore/truststore setting is a listener's (listener.name.<l>.ssl.*), as on Kafka
+            raise TopicError(ErrorCode.INVALID_REQUEST, "These security configs can be dynamically updated only "
+                             f"per-listener using the listener prefix: [{', '.join(unprefixed)}]")
         before = dict(image.configs.get((ConfigResourceType.BROKER, name), {}))
         # the one table of the schemas of the keys the change names and the resource holds
         keys = {key: spec for key in {*before, *(item.name for item in items)} if (spec := _broker_key(key))}
         for item in items:
             _check_dynamic(name, item.name, keys.get(item.name))
-        after = self._incremental(before, items, keys) if incremental else self._replaced(items)
+        after = self._incremental(before, items, keys, broker=True) if incremental else self._replaced(items)
         for key, value in after.items():
             spec = keys[key]
             try:
                 spec.parse(value)
             except ConfigError as exc:
                 # Kafka's DynamicBrokerConfig answers a bad value so (INVALID_REQUEST, KAFKA-13609)
-                raise TopicError(ErrorCode.INVALID_REQUEST, f"Invalid value {value} for configuration "
-                                 f"{spec.name}: {exc.reason}") from None
+                raise TopicError(ErrorCode.INVALID_REQUEST, exc.kafka_message) from None
         return before, after
 
     def _alter_client_metrics(self, name: str, configs: Iterable[AlterableConfig], image: MetadataImage,
@@ -300,8 +315,11 @@ class ConfigControlManager:
         return overrides
 
     def _incremental(self, before: Mapping[str, str], configs: Iterable[AlterableConfig],
-                     keys: Mapping[str, ConfigKey] = TOPIC_KEYS) -> dict[str, str]:
-        """IncrementalAlterConfigs: each SET/DELETE/APPEND/SUBTRACT applied in order."""
+                     keys: Mapping[str, ConfigKey] = TOPIC_KEYS, *, broker: bool = False) -> dict[str, str]:
+        """IncrementalAlterConfigs: each SET/DELETE/APPEND/SUBTRACT applied in order. ``broker``: ``keys`` are
+        broker configs, whose APPEND/SUBTRACT starts from the config's default where the resource has no value
+        (Kafka's ConfigAdminManager: its ConfigDef default), and whose APPEND/SUBTRACT on a config that is no list
+        is refused in the words of Kafka's brokers."""
         overrides = dict(before)
         for item in configs:
             spec = keys.get(item.name)
@@ -316,12 +334,17 @@ class ConfigControlManager:
                 overrides[item.name] = item.value
             elif op in (OP_APPEND, OP_SUBTRACT):
                 if spec is None or spec.type != "list":
+                    if broker:
+                        verb = "append" if op == OP_APPEND else "subtract"
+                        raise TopicError(ErrorCode.INVALID_CONFIG,
+                                         f"Config value {verb} is not allowed for config key: {item.name}")
                     raise _not_a_list(op, item.name)
-                current = overrides.get(item.name, spec.format(self.config.topic_default(item.name)))
-                values = [v for v in (current or "").split(",") if v]
-                change = [v.strip() for v in (item.value or "").split(",") if v.strip()]
-                if op == OP_APPEND:
-                    values += [v for v in change if v not in values]
+                default = spec.default if broker else self.config.topic_default(item.name)
+                current = overrides.get(item.name, spec.format(default))
+                values = [v.strip() for v in (current or "").split(",") if v.strip()]
+                change = [v.strip() for v in _java_split(item.value or "")]
+                if op == OP_APPEND:   # an empty entry too, as Kafka (which its list validators refuse)
+                    values += [v for v in dict.fromkeys(change) if v not in values]
                 else:
                     values = [v for v in values if v not in change]
                 overrides[item.name] = ",".join(values)

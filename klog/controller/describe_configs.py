@@ -7,6 +7,7 @@ from the node's configuration and metadata image as Kafka's ConfigHelper reads t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ from klog.metadata.config import (
 )
 from klog.metadata.config_security import DYNAMIC_SSL_KEYS, listener_ssl_key
 from klog.metadata.image import ConfigResourceType, MetadataImage
-from klog.protocol.errors import ErrorCode
+from klog.protocol.errors import ErrorCode, error_info
 
 if TYPE_CHECKING:
     from klog.protocol.message_types import (
@@ -180,7 +181,15 @@ def client_metrics_entries(values: Mapping[str, str], keys: list[str] | None, *,
 
 
 def _broker_name_ok(node: DescribedNode, name: str) -> bool:
-    return name in ("", str(node.node_id))
+    return name == "" or _broker_id(name) == node.node_id
+
+
+def _broker_id(name: str) -> int:
+    """Kafka's ConfigHelper.resourceNameToBrokerId (Integer.parseInt): a TopicError in its words for a name that is
+    no int."""
+    if re.fullmatch(r"[+-]?[0-9]+", name) and -(2**31) <= int(name) < 2**31:
+        return int(name)
+    raise TopicError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}")
 
 
 def describe_configs(node: DescribedNode, request: DescribeConfigsRequest,
@@ -217,7 +226,12 @@ def describe_configs(node: DescribedNode, request: DescribeConfigsRequest,
                                                      include_synonyms=include_synonyms,
                                                      include_documentation=include_documentation)
         elif rtype == BROKER:
-            if not _broker_name_ok(node, rname):
+            try:
+                named_ok = _broker_name_ok(node, rname)
+            except TopicError as exc:
+                result.update({"error_code": exc.code, "error_message": exc.message})
+                continue
+            if not named_ok:
                 result.update({"error_code": ErrorCode.INVALID_REQUEST,   # Kafka's ConfigHelper, its words
                                "error_message": f"Unexpected broker id, expected {node.node_id} or empty string, "
                                                 f"but received {rname}"})
@@ -229,10 +243,14 @@ def describe_configs(node: DescribedNode, request: DescribeConfigsRequest,
             result["configs"] = broker_config_entries(node, keys, include_synonyms=include_synonyms,
                                                       include_documentation=include_documentation)
         elif rtype == BROKER_LOGGER:
-            if rname != str(node.node_id):   # Kafka's ConfigHelper, its words
-                message = "Broker id must not be empty" if not rname else \
-                    f"Unexpected broker id, expected {node.node_id} but received {rname}"
-                result.update({"error_code": ErrorCode.INVALID_REQUEST, "error_message": message})
+            try:
+                if not rname:   # Kafka's ConfigHelper, its words
+                    raise TopicError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+                if _broker_id(rname) != node.node_id:
+                    raise TopicError(ErrorCode.INVALID_REQUEST,
+                                     f"Unexpected broker id, expected {node.node_id} but received {rname}")
+            except TopicError as exc:
+                result.update({"error_code": exc.code, "error_message": exc.message})
                 continue
             result["configs"] = logger_entries(keys)
         elif rtype == ConfigResourceType.CLIENT_METRICS:
@@ -249,9 +267,9 @@ def describe_configs(node: DescribedNode, request: DescribeConfigsRequest,
                 continue
             result["configs"] = group_config_entries(node, rname, keys, include_synonyms=include_synonyms,
                                                      include_documentation=include_documentation)
-        else:
+        else:   # Kafka answers INVALID_REQUEST's default message
             result.update({"error_code": ErrorCode.INVALID_REQUEST,
-                           "error_message": f"Unsupported resource type {rtype}"})
+                           "error_message": error_info(ErrorCode.INVALID_REQUEST).message})
     return {"throttle_time_ms": 0, "results": results}
 
 

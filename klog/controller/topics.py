@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from klog.metadata.config import BrokerConfig, ConfigError, validate_topic_configs
+from klog.metadata.config import BrokerConfig, TopicConfigError, check_topic_configs
 from klog.metadata.features import MV_CORDONED_LOG_DIRS
 from klog.metadata.image import ConfigResourceType, MetadataImage, TopicImage
 from klog.metadata.records import MetadataRecord, record
@@ -66,6 +66,9 @@ _TOPIC_NAME_RE = re.compile(r"[a-zA-Z0-9._-]+")   # fullmatch: "$" would let a f
 MAX_PARTITIONS_PER_TOPIC = 10_000
 #: Partitions one CreateTopics request may make, over all its topics (Kafka's MAX_PARTITIONS_PER_BATCH)
 MAX_PARTITIONS_PER_REQUEST = 10_000
+#: Records one CreateTopics request may make (Kafka's QuorumController.MAX_RECORDS_PER_USER_OP): a topic record, its
+#: partition records and its config records each
+MAX_RECORDS_PER_REQUEST = 10_000
 #: Partitions a cluster may hold (issue 15's bound: the metadata image, every broker's copy of it and a snapshot
 #: grow with them); CreateTopics/CreatePartitions past it are refused with POLICY_VIOLATION naming this limit.
 MAX_PARTITIONS_PER_CLUSTER = 200_000
@@ -365,6 +368,13 @@ class TopicControlManager:
             records.extend(recs)
             result.update({"topic_id": topic_id, "num_partitions": partitions, "replication_factor": rf})
             answer.overrides = overrides
+        if len(records) > MAX_RECORDS_PER_REQUEST:   # Kafka's BoundedList: the whole request fails
+            for answer in results:
+                answer.overrides = None
+                answer.item.update({"topic_id": ZERO_UUID, "num_partitions": -1, "replication_factor": -1,
+                                    "error_code": int(ErrorCode.POLICY_VIOLATION),
+                                    "error_message": "Unable to perform excessively large batch operation."})
+            records = []
         return ControllerResult(() if validate_only else records, results)
 
     def _requested_partitions(self, items: Iterable[CreatableTopic]) -> int:
@@ -396,11 +406,17 @@ class TopicControlManager:
         validate_topic_name(name)
         if image.topic(name) is not None or name in created:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        # Kafka's controller checks the configs of every new topic before it places any
+        try:
+            check_topic_configs(item.configs or {}, self.config.topic_default)
+        except TopicConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        overrides = {k: v for k, v in (item.configs or {}).items() if v is not None}
         brokers = self._placement_brokers(image)
         if item.assignments:
             if item.num_partitions != -1 or item.replication_factor != -1:
                 raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, but "
-                                 + ("numPartitions" if item.num_partitions != -1 else "replication factor")
+                                 + ("replication factor" if item.replication_factor != -1 else "numPartitions")
                                  + " was not set to -1.")
             if item.repeated_partition is not None:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Found multiple manual partition "
@@ -410,6 +426,9 @@ class TopicControlManager:
             partitions = self.config["num.partitions"] if item.num_partitions == -1 else item.num_partitions
             rf = self.config["default.replication.factor"] if item.replication_factor == -1 \
                 else item.replication_factor
+            if rf < 1:   # checked before the partitions, as Kafka's ReplicationControlManager.createTopic
+                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 "Replication factor must be larger than 0, or -1 to use the default value.")
             if partitions < 1:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS,
                                  "Number of partitions was set to an invalid non-positive value.")
@@ -423,14 +442,6 @@ class TopicControlManager:
             except PlacementError as exc:
                 raise TopicError(exc.code, f"Unable to replicate the partition {rf} time(s): {exc.message}") from None
         self._check_replication(assignment)
-        nulls = [k for k, v in (item.configs or {}).items() if v is None]
-        if nulls:   # Kafka's ReplicationControlManager
-            raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {nulls[0]}")
-        overrides = {k: v for k, v in (item.configs or {}).items() if v is not None}
-        try:
-            validate_topic_configs(overrides)
-        except ConfigError as exc:
-            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         colliding = _colliding_topic(name, [*image.topics_by_name, *created])
         if colliding is not None:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
@@ -452,24 +463,25 @@ class TopicControlManager:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              f"{len(indexes)} partitions exceed klog's limit {MAX_PARTITIONS_PER_TOPIC}.")
         out = [list(assignments[i]) for i in indexes]
-        if any(not r for r in out):
-            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             "The manual partition assignment includes an empty replica list.")
-        if len({len(r) for r in out}) != 1:
-            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             "All partitions in the manual partition assignment must have the same, non-zero "
-                             "number of replicas.")
         live = set(brokers)
+        # Kafka's validateManualPartitionAssignment, partition by partition: the replicas sorted, each registered
+        # and named once, as many as the first partition's
         for replicas in out:
-            if len(set(replicas)) != len(replicas):
-                twice = next(b for n, b in enumerate(replicas) if b in replicas[:n])
+            if not replicas:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"The manual partition assignment includes the broker {twice} more than once.")
-            unknown = [b for b in replicas if b not in live]
-            if unknown:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"The manual partition assignment includes broker {unknown[0]}, but no such "
-                                 "broker is registered.")
+                                 "The manual partition assignment includes an empty replica list.")
+            ordered = sorted(replicas)
+            for n, broker in enumerate(ordered):
+                if broker not in live:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
+                                     f"includes broker {broker}, but no such broker is registered.")
+                if n and ordered[n - 1] == broker:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
+                                     f"includes the broker {broker} more than once.")
+            if len(replicas) != len(out[0]):
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes "
+                                 f"a partition with {len(replicas)} replica(s), but this is not consistent with "
+                                 f"previous partitions, which have {len(out[0])} replica(s).")
         return out
 
     # ---- DeleteTopics -------------------------------------------------------------------------------
@@ -480,9 +492,10 @@ class TopicControlManager:
         """``wanted``: (name, ZERO_UUID) or (None, topic id) per item. Results: name, topic_id, error_code,
         error_message. ``quota``: charged each deleted topic's partitions. As Kafka's ControllerApis.deleteTopics,
         a name (or id) the request repeats deletes nothing: its first mention gets no result, each further one
-        INVALID_REQUEST; an item with neither a name nor an id is INVALID_REQUEST."""
+        INVALID_REQUEST; an item with neither a name nor an id, or with both, is INVALID_REQUEST."""
         items = list(wanted)
-        keys = Counter((name, ZERO_UUID) if name is not None else (None, topic_id) for name, topic_id in items)
+        keys = Counter((name, ZERO_UUID) if name is not None else (None, topic_id) for name, topic_id in items
+                       if name is None or topic_id == ZERO_UUID)
         repeated = {key for key, n in keys.items() if n > 1 and key != (None, ZERO_UUID)}
         seen: set[tuple[str | None, uuid.UUID]] = set()
         records: list[MetadataRecord] = []
@@ -491,6 +504,11 @@ class TopicControlManager:
         for name, topic_id in items:
             result: DeleteTopicsResponseDeletableTopicResult = {
                 "name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE, "error_message": None}
+            if name is not None and topic_id != ZERO_UUID:   # Kafka's ControllerApis: neither is looked up
+                results.append(result)
+                result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
+                               "error_message": "You may not specify both topic name and topic id."})
+                continue
             key = (name, ZERO_UUID) if name is not None else (None, topic_id)
             if key in repeated and key not in seen:
                 seen.add(key)   # answered (refused) at its next mention
@@ -502,7 +520,7 @@ class TopicControlManager:
                 continue
             if key in repeated:
                 result.update({"error_code": int(ErrorCode.INVALID_REQUEST),
-                               "error_message": "Duplicate topic name." if name is not None else "Duplicate topic ID."})
+                               "error_message": "Duplicate topic name." if name is not None else "Duplicate topic id."})
                 continue
             topic: TopicImage | None
             if name is None:
@@ -563,7 +581,7 @@ class TopicControlManager:
                                "error_message": "Duplicate topic name."})
                 continue
             try:
-                added = self._add_partitions(item, image, brokers)
+                added = self._add_partitions(item, image, len(records), brokers)
                 adding = sum(1 for r in added if r.name == "PartitionRecord")
                 self._check_cluster_partitions(partitions_in_cluster, adding)
                 if _refused(quota, adding):   # validate_only too, as Kafka's controller does
@@ -575,8 +593,9 @@ class TopicControlManager:
                 result.update({"error_code": exc.code, "error_message": exc.message})
         return ControllerResult(() if request.validate_only else records, results)
 
-    def _add_partitions(self, item: CreatePartitionsRequestTopic, image: MetadataImage, brokers: list[int]
-                        ) -> list[MetadataRecord]:
+    def _add_partitions(self, item: CreatePartitionsRequestTopic, image: MetadataImage, earlier: int,
+                        brokers: list[int]) -> list[MetadataRecord]:
+        """The records adding ``item``'s partitions, after the ``earlier`` records of the request's other topics."""
         topic = image.topic(item.name)
         if topic is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)   # Kafka says no more
@@ -587,11 +606,12 @@ class TopicControlManager:
                              f"partition(s); {total} would not be an increase.")
         if total == current:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
-        if total > MAX_PARTITIONS_PER_TOPIC:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             f"{total} partitions exceed klog's limit {MAX_PARTITIONS_PER_TOPIC}.")
+        if earlier + total - current > MAX_RECORDS_PER_REQUEST:
+            # Kafka's BoundedList of the request's records throws, which its createPartitions answers
+            # UNKNOWN_SERVER_ERROR (the topics before it keep theirs)
+            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
         rf = len(topic.partitions[0].replicas) if 0 in topic.partitions else 1
-        if item.assignments:
+        if item.assignments is not None:   # an empty list too, as Kafka
             if len(item.assignments) != total - current:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Attempted to add {total - current} additional partition(s), but only "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 # re-exported: klog.metadata.config is the one module the configs are imported from
@@ -79,24 +79,27 @@ COMPRESSION_CODEC_IDS: dict[str, int | None] = {"producer": None, "uncompressed"
 
 def _gzip_level(v: int) -> str | None:
     """Kafka's GzipCompression.LevelValidator: -1 (zlib's default) or 1..9."""
-    return None if v == -1 or 1 <= v <= 9 else f"{v} must be -1 or in [1, 9]"
+    return None if v == -1 or 1 <= v <= 9 else "Value must be between 1 and 9 or equal to -1"
 
-def _throttled_replicas(entries: list[str]) -> str | None:
-    """Kafka's ``ThrottledReplicaListValidator``: ``*`` alone, or ``partition:broker`` pairs."""
-    if entries == ["*"]:
+def _throttled_replicas(name: str) -> Callable[[list[str]], str | None]:
+    """Kafka's ``ThrottledReplicaListValidator`` of topic config ``name``: ``*`` alone, or ``partition:broker``
+    pairs, with its words."""
+    def check(entries: list[str]) -> str | None:
+        if entries == ["*"]:
+            return None
+        for entry in entries:
+            partition, sep, broker = entry.partition(":")
+            if not (sep and partition.isdigit() and broker.isdigit()):
+                return (f"{name} must be the literal '*' or a list of replicas in the following format: "
+                        "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
         return None
-    for entry in entries:
-        partition, sep, broker = entry.partition(":")
-        if not (sep and partition.isdigit() and broker.isdigit()):
-            return (f"{entry!r}: must be the literal '*' or a list of replicas in the form "
-                    f"[partitionId]:[brokerId],[partitionId]:[brokerId],...")
-    return None
+    return check
 
 
 TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("cleanup.policy", "list", ["delete"], "delete (retention.ms and retention.bytes remove old segments) "
        "and/or compact (the log cleaner keeps the latest record of each key)",
-       one_of("delete", "compact")),
+       one_of("compact", "delete")),
     _k("compression.type", "string", "producer", "final compression type of the topic's data: producer keeps "
        "batches as sent; uncompressed, gzip, snappy, lz4 or zstd recompresses batches of another codec on the "
        "leader (in the native core, as Kafka's LogValidator)", one_of(*COMPRESSION_TYPES)),
@@ -138,11 +141,12 @@ TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "(the active segment rolls after it)", at_least(1)),
     _k("leader.replication.throttled.replicas", "list", [], "replicas (partition:broker pairs, or *) whose "
        "leader serves followers within its leader.replication.throttled.rate (kafka-reassign-partitions "
-       "--throttle sets it)", _throttled_replicas),
+       "--throttle sets it)", _throttled_replicas("leader.replication.throttled.replicas")),
     _k("follower.replication.throttled.replicas", "list", [], "replicas (partition:broker pairs, or *) that "
-       "fetch from their leader within their broker's follower.replication.throttled.rate", _throttled_replicas),
-    _k("local.retention.ms", "long", -2, "tiered storage: no effect", no_effect=True),
-    _k("local.retention.bytes", "long", -2, "tiered storage: no effect", no_effect=True),
+       "fetch from their leader within their broker's follower.replication.throttled.rate",
+       _throttled_replicas("follower.replication.throttled.replicas")),
+    _k("local.retention.ms", "long", -2, "tiered storage: no effect", at_least(-2), no_effect=True),
+    _k("local.retention.bytes", "long", -2, "tiered storage: no effect", at_least(-2), no_effect=True),
     _k("remote.storage.enable", "boolean", False, "tiered storage: no effect", no_effect=True),
     _k("remote.log.copy.disable", "boolean", False, "tiered storage: no effect", no_effect=True),
     _k("remote.log.delete.on.disable", "boolean", False, "tiered storage: no effect", no_effect=True),
@@ -1091,6 +1095,48 @@ def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
     return parsed
 
 
+class TopicConfigError(ValueError):
+    """Topic configs Kafka's controller refuses (INVALID_CONFIG), in its words (LogConfig.validate)."""
+
+
+#: list topic configs whose entries may not be empty (Kafka's ValidList without empty values: "compact,")
+_NO_EMPTY_ENTRIES = frozenset({"cleanup.policy"})
+_TIERED_STORAGE_OFF = ("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with "
+                       "remote log storage.")
+
+
+def check_topic_configs(configs: Mapping[str, str | None], default: Callable[[str], Any]) -> dict[str, Any]:
+    """The topic configs a client gives a topic (CreateTopics, AlterConfigs), checked as Kafka's controller checks
+    them (LogConfig.validate): every name first, then each value, then the values together with ``default`` (a
+    topic config's value where ``configs`` have none: the broker's default): min.compaction.lag.ms at most
+    max.compaction.lag.ms, and no remote storage (klog has no tiered storage, as a Kafka broker with
+    remote.log.storage.system.enable=false). Their parsed values; TopicConfigError says why not in Kafka's words."""
+    unknown = next((key for key in configs if key not in TOPIC_KEYS), None)
+    if unknown is not None:
+        raise TopicConfigError(f"Unknown topic config name: {unknown}")
+    parsed: dict[str, Any] = {}
+    for key, raw in configs.items():
+        if raw is None:
+            raise TopicConfigError(f"Null value not supported for topic configs: {key}")
+        if key in _NO_EMPTY_ENTRIES and raw.strip() and any(not entry.strip() for entry in raw.split(",")):
+            raise TopicConfigError(f"Configuration '{key}' values must not be empty.")
+        try:
+            parsed[key] = TOPIC_KEYS[key].parse(raw)
+        except ConfigError as exc:
+            raise TopicConfigError(exc.kafka_message) from None
+
+    def value(key: str) -> Any:
+        return parsed[key] if key in parsed else default(key)
+
+    if value("min.compaction.lag.ms") > value("max.compaction.lag.ms"):
+        raise TopicConfigError(f"conflict topic config setting min.compaction.lag.ms "
+                               f"({value('min.compaction.lag.ms')}) > max.compaction.lag.ms "
+                               f"({value('max.compaction.lag.ms')})")
+    if value("remote.storage.enable"):
+        raise TopicConfigError(_TIERED_STORAGE_OFF)
+    return parsed
+
+
 class ConfigSource(enum.IntEnum):
     """Where a described config's value comes from (Kafka's DescribeConfigsResponse.ConfigSource)."""
 
@@ -1109,6 +1155,15 @@ _BROKER_SYNONYMS = {"retention.ms": ("log.retention.ms", "log.retention.minutes"
                     "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
                     "segment.ms": ("log.roll.ms", "log.roll.hours"),
                     "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours")}
+
+
+def _described_override(spec: ConfigKey, raw: str) -> str | None:
+    """A topic's own value as Kafka describes it: parsed and written back (``compact , delete`` as
+    ``compact,delete``, ``0.50`` as ``0.5``, `` 5000 `` as ``5000``); as stored where it does not parse."""
+    try:
+        return spec.format(spec.parse(raw))
+    except ConfigError:
+        return raw
 
 
 def topic_config_entries(config: BrokerConfig, overrides: Mapping[str, str], keys: list[str] | None, *,
@@ -1141,7 +1196,7 @@ def topic_config_entries(config: BrokerConfig, overrides: Mapping[str, str], key
         if dynamic:
             value = spec.format(dynamic[0][1])
         if name in overrides:
-            value, source = overrides[name], ConfigSource.TOPIC_CONFIG
+            value, source = _described_override(spec, overrides[name]), ConfigSource.TOPIC_CONFIG
             synonyms.insert(0, {"name": name, "value": value, "source": ConfigSource.TOPIC_CONFIG})
         entries.append({
             "name": name, "value": value, "read_only": False, "is_default": source == ConfigSource.DEFAULT_CONFIG,

@@ -14,6 +14,7 @@ from klog.metadata.config_keys import (
     _KAFKA_ONLY,
     LONG_MAX,
     ConfigKey,
+    Validator,
     _k,
     at_least,
     in_range,
@@ -46,7 +47,7 @@ _TIERED = "klog has no tiered storage"
 
 #: a row of a key klog takes with Kafka's type, default and validator and ignores: (name, type, default, what Kafka
 #: does with it, validator)
-_NoEffectRow = tuple[str, str, Any, str, Callable[[Any], str | None] | None]
+_NoEffectRow = tuple[str, str, Any, str, Validator | None]
 
 
 def _key(row: ConfigKey | _NoEffectRow) -> ConfigKey:

@@ -4,6 +4,7 @@ the broker, topic and security configs (klog.metadata.config, klog.metadata.conf
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,23 +25,43 @@ REPLICA_SELECTORS = (RACK_AWARE_REPLICA_SELECTOR,)
 class ConfigError(ValueError):
     """A config key is unknown or its value is invalid. The message names the key."""
 
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"config {key!r}: {message}")
+    def __init__(self, key: str, message: str, value: str | None = None) -> None:
+        super().__init__(f"config {key!r}: {message}" if value is None else
+                         f"config {key!r}: invalid value {value!r}: {message}")
         self.key = key
         #: what is wrong with the value, without the key
         self.reason = message
+        #: the refused value as Kafka's ConfigException shows it (None: not known)
+        self.value = value
+
+    @property
+    def kafka_message(self) -> str:
+        """Kafka's ConfigException message: ``Invalid value V for configuration K: reason``."""
+        return f"Invalid value {self.value} for configuration {self.key}: {self.reason}"
+
+
+class Problem:
+    """What a validator finds wrong with a value, with the part of it Kafka's message shows (the item of a list
+    a ValidList refuses); a validator may return a plain reason instead, shown with the whole value."""
+
+    def __init__(self, value: str, reason: str) -> None:
+        self.value = value
+        self.reason = reason
 
 
 # ---- value types ---------------------------------------------------------------------------------------
 
+#: Java's Integer/Long.parseLong syntax (no "_" separators, no other digits than ASCII ones)
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+_JAVA_TYPE_NAMES = {32: "INT", 64: "LONG", 16: "SHORT"}
+
+
 def _parse_int(raw: str, lo: int, hi: int) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ValueError(f"expected an integer, got {raw!r}") from None
-    if not lo <= value <= hi:
-        raise ValueError(f"{value} is outside [{lo}, {hi}]")
-    return value
+    """An integer in [lo, hi] (an int16/32/64 range), refused in the words of Kafka's ConfigDef.parseType."""
+    text = raw.strip()
+    if not _JAVA_INTEGER.fullmatch(text) or not lo <= int(text) <= hi:
+        raise ValueError(f"Not a number of type {_JAVA_TYPE_NAMES.get(hi.bit_length() + 1, 'LONG')}")
+    return int(text)
 
 
 def _parse_bool(raw: str) -> bool:
@@ -49,14 +70,14 @@ def _parse_bool(raw: str) -> bool:
         return True
     if text == "false":
         return False
-    raise ValueError(f"expected true or false, got {raw!r}")
+    raise ValueError("Expected value to be either true or false")
 
 
 def _parse_double(raw: str) -> float:
     try:
         return float(raw.strip())
     except ValueError:
-        raise ValueError(f"expected a number, got {raw!r}") from None
+        raise ValueError("Not a number of type DOUBLE") from None
 
 
 def _parse_list(raw: str) -> list[str]:
@@ -81,22 +102,33 @@ CONFIG_TYPE_CODES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5,
                      "class": 8, "password": 9}
 
 
+#: a config value's check: None when valid, else why not (a Problem where Kafka shows part of the value)
+Validator = Callable[[Any], "str | Problem | None"]
+
+
 def at_least(lo: float) -> Callable[[Any], str | None]:
-    return lambda v: None if v >= lo else f"must be at least {lo}, got {v}"
+    """Kafka's ConfigDef.Range.atLeast, with its words."""
+    return lambda v: None if v >= lo else f"Value must be at least {lo}"
 
 
 def in_range(lo: float, hi: float) -> Callable[[Any], str | None]:
-    return lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}], got {v}"
-
-
-def one_of(*choices: str, case_insensitive: bool = False) -> Callable[[Any], str | None]:
+    """Kafka's ConfigDef.Range.between, with its words (klog refuses NaN, which Kafka's comparisons let through)."""
     def check(v: Any) -> str | None:
+        if not v >= lo:
+            return f"Value must be at least {lo}"
+        return None if v <= hi else f"Value must be no more than {hi}"
+    return check
+
+
+def one_of(*choices: str, case_insensitive: bool = False) -> Validator:
+    """Kafka's ConfigDef.ValidString (ValidList for a list: the item refused), with its words."""
+    def check(v: Any) -> str | Problem | None:
         items = v if isinstance(v, list) else [v]
         for item in items:
             probe = item.lower() if case_insensitive else item
             allowed = [c.lower() for c in choices] if case_insensitive else list(choices)
             if probe not in allowed:
-                return f"{item!r} is not one of {', '.join(choices)}"
+                return Problem(item, f"String must be one of: {', '.join(choices)}")
         return None
     return check
 
@@ -128,7 +160,7 @@ class ConfigKey:
     type: str                      # one of PARSERS
     default: Any                   # typed default (None = no value)
     doc: str
-    validator: Callable[[Any], str | None] | None = None
+    validator: Validator | None = None
     #: accepted for compatibility with Kafka's server.properties; klog ignores it.
     no_effect: bool = False
     sensitive: bool = False
@@ -144,7 +176,7 @@ class ConfigKey:
             try:
                 value = PARSERS[self.type](raw)
             except ValueError as exc:
-                raise ConfigError(self.name, str(exc)) from None
+                raise ConfigError(self.name, str(exc), raw) from None
         else:
             value = raw
             if self.type in ("int", "long", "short") and (isinstance(value, bool) or not isinstance(value, int)):
@@ -155,8 +187,10 @@ class ConfigKey:
                 value = [str(v) for v in value]
         if self.validator is not None and value is not None:
             problem = self.validator(value)
+            if isinstance(problem, Problem):
+                raise ConfigError(self.name, problem.reason, problem.value)
             if problem:
-                raise ConfigError(self.name, problem)
+                raise ConfigError(self.name, problem, java_string(value))
         return value
 
     def format(self, value: Any) -> str | None:
@@ -170,6 +204,17 @@ class ConfigKey:
         if isinstance(value, float):
             return java_double(value)
         return str(value)
+
+
+def java_string(value: Any) -> str:
+    """Java's ``toString`` of a parsed config value (what Kafka's ConfigException shows): a list as ``[a, b]``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return java_double(value)
+    if isinstance(value, list):
+        return f"[{', '.join(map(str, value))}]"
+    return str(value)
 
 
 def java_double(value: float) -> str:

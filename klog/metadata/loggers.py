@@ -25,7 +25,9 @@ ROOT_LOGGER = "root"
 #: Kafka's level names (LogLevelConfig.VALID_LOG_LEVELS) -> Python's levels
 LEVELS: dict[str, int] = {"OFF": logging.CRITICAL + 10, "FATAL": logging.CRITICAL, "ERROR": logging.ERROR,
                           "WARN": logging.WARNING, "INFO": logging.INFO, "DEBUG": logging.DEBUG, "TRACE": 5, "ALL": 1}
-_VALID = ", ".join(sorted(LEVELS))
+#: the levels a logger may be set to (Kafka's LogLevelConfig.VALID_LOG_LEVELS: neither OFF nor ALL)
+SETTABLE_LEVELS = frozenset(LEVELS) - {"OFF", "ALL"}
+_VALID = ", ".join(sorted(SETTABLE_LEVELS))
 #: IncrementalAlterConfigs' operations
 _SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {_APPEND: "APPEND", _SUBTRACT: "SUBTRACT"}
@@ -80,7 +82,7 @@ def _validate(changes: Iterable[LoggerChange]) -> None:
         if op in (_SET, _DELETE) and _logger(name) is None:
             raise LoggerChangeError(ErrorCode.INVALID_CONFIG, f"Logger {name} does not exist!")
         if op == _SET:
-            if change.value not in LEVELS:
+            if change.value not in SETTABLE_LEVELS:
                 raise LoggerChangeError(ErrorCode.INVALID_CONFIG, f"Cannot set the log level of {name} to "
                                         f"{change.value} as it is not a supported log level. Valid log levels are "
                                         f"{_VALID}")
