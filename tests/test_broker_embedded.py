@@ -46,7 +46,14 @@ def test_with_block_runs_a_broker_on_a_free_port_in_a_temp_dir():
 def test_kafka_config_names_and_a_kept_data_dir(tmp_path):
     with klog.Broker(str(tmp_path), config={"num.partitions": 4, "auto.create.topics.enable": True}) as broker:
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
-        metadata = producer.list_topics("four", timeout=10)
+        # as Kafka, the Metadata request that auto-creates a topic is answered UNKNOWN_TOPIC_OR_PARTITION and the
+        # topic is made in the background: a client asks again
+        deadline = time.monotonic() + 10
+        while True:
+            metadata = producer.list_topics("four", timeout=10)
+            if metadata.topics["four"].partitions or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert len(metadata.topics["four"].partitions) == 4
     assert (tmp_path / "__cluster_metadata-0").is_dir()    # a given data dir is kept
 

@@ -395,8 +395,8 @@ class ControllerApis:
                      "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
                     for e in topic_config_entries(self.config, created.overrides or {}, None,
                                                   include_synonyms=False)]
-            else:   # Kafka answers an empty list (its schema's default), not null
-                result["configs"] = []
+            else:   # v5+ refused: Kafka answers an empty list (its schema's default), not null; before v5 none
+                result["configs"] = [] if api_version >= 5 else None
         return {"throttle_time_ms": quota.throttle_time_ms(_monotonic_ms()),
                 "topics": [created.item for created in results]}
 
