@@ -290,13 +290,14 @@ def test_txn_offset_commit_checks(wire):
 
 
 def txn_commit_topics(wire: WireClient, version: int, txn: tuple[str, int, int], group: str,
-                      topics: list[tuple[str, list[int]]]) -> list[tuple[str, list[tuple[int, int]]]]:
+                      topics: list[tuple[str, list[int]]], metadata: str | None = None
+                      ) -> list[tuple[str, list[tuple[int, int]]]]:
     """TxnOffsetCommit of ``topics`` (generation -1, no member): (topic, [(partition, error)]) in answer order."""
     answer = wire.request(ApiKey.TXN_OFFSET_COMMIT, version, {
         "transactional_id": txn[0], "group_id": group, "producer_id": txn[1], "producer_epoch": txn[2],
         "generation_id": -1, "member_id": "", "group_instance_id": None,
         "topics": [{"name": t, "partitions": [{"partition_index": p, "committed_offset": 5, "committed_leader_epoch": -1,
-                                               "committed_metadata": None} for p in ps]} for t, ps in topics]})
+                                               "committed_metadata": metadata} for p in ps]} for t, ps in topics]})
     return [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.topics]
 
 
@@ -346,6 +347,10 @@ def test_a_txn_offset_commit_at_generation_minus_one_makes_the_group(wire):
     txn = (tid, pid, e0)
     assert add_offsets(wire, tid, pid, e0, group) == E.NONE
     assert txn_commit(wire, 3, txn, group, topic, 3, "x") == E.ILLEGAL_GENERATION
+    # made even when nothing is written (every offset's metadata too large)
+    assert txn_commit_topics(wire, 3, txn, group, [(topic, [0])], "m" * 4097) == [
+        (topic, [(0, E.OFFSET_METADATA_TOO_LARGE)])]
+    assert txn_commit(wire, 3, txn, group, topic, 3, "x") == E.UNKNOWN_MEMBER_ID
     assert txn_commit(wire, 3, txn, group, topic) == E.NONE
     assert txn_commit(wire, 3, txn, group, topic, 3, "x") == E.UNKNOWN_MEMBER_ID
     assert txn_commit(wire, 3, txn, group, topic, -1, "x") == E.NONE
@@ -439,6 +444,7 @@ def test_list_and_describe_transactions(wire):
     assert list_transactions(wire, 0, prefix, state_filters=["Bogus", "Ongoing", "ongoing", "", "Dead"]) == (
         E.NONE, ["", "Bogus", "ongoing"], [("0", "Ongoing")])
     assert list_transactions(wire, 0, prefix, state_filters=["Bogus"]) == (E.NONE, ["Bogus"], [])
+    assert list_transactions(wire, 0, prefix, state_filters=["Bogus", "Bogus"]) == (E.NONE, ["Bogus"], [])
     assert list_transactions(wire, 0, prefix, producer_id_filters=[pids[2], -1])[2] == [("2", "Empty")]
     # the duration filter passes every transaction that started longer ago, an Empty id's (start time -1) too
     time.sleep(0.01)
