@@ -268,13 +268,19 @@ def txn_commit(wire: WireClient, version: int, txn: tuple[str, int, int], group:
     return int(answer.topics[0].partitions[0].error_code)
 
 
-def test_txn_offset_commit_checks(wire):
+def group_txn(wire: WireClient, prefix: str) -> tuple[str, str, tuple[str, int, int]]:
+    """A new topic, a new group (its coordinator found) and a new transactional producer (id, producer id, epoch)."""
     topic = new_topic(wire)
-    group = f"g-{uuid.uuid4().hex[:6]}"
+    group = f"{prefix}-{uuid.uuid4().hex[:6]}"
     group_ready(wire, group)
     tid = new_tid(wire)
     _, pid, e0 = init(wire, tid)
-    txn = (tid, pid, e0)
+    return topic, group, (tid, pid, e0)
+
+
+def test_txn_offset_commit_checks(wire):
+    topic, group, txn = group_txn(wire, "g")
+    tid, pid, e0 = txn
     assert [txn_commit(wire, v, txn, group, topic) for v in (0, 3)] == [E.INVALID_TXN_STATE] * 2   # not added
     assert txn_commit(wire, 4, txn, group, topic) == E.TRANSACTION_ABORTABLE
     assert add_offsets(wire, tid, pid, e0, group) == E.NONE
@@ -305,19 +311,11 @@ def test_txn_offset_commit_refuses_unknown_topics_before_the_coordinators(wire):
     """Kafka's KafkaApis refuses unknown topics and partitions itself, one entry per topic in the order first
     named, and merges the group coordinator's answers after them; with nothing left, neither coordinator is asked
     (no transaction or group error, no partition added to the transaction at v5)."""
-    topic = new_topic(wire)
-    group = f"gu-{uuid.uuid4().hex[:6]}"
-    group_ready(wire, group)
-    tid = new_tid(wire)
-    _, pid, e0 = init(wire, tid)
-    txn = (tid, pid, e0)
+    topic, group, txn = group_txn(wire, "gu")
+    tid, pid, e0 = txn
     missing = f"missing-{uuid.uuid4().hex[:6]}"
     unknown = E.UNKNOWN_TOPIC_OR_PARTITION
-    retried(wire, ApiKey.TXN_OFFSET_COMMIT, 3, {   # until the group's coordinator has loaded
-        "transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": e0, "generation_id": -1,
-        "member_id": "", "group_instance_id": None, "topics": [{"name": topic, "partitions": [
-            {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1, "committed_metadata": None}]}]},
-        code=lambda a: a.topics[0].partitions[0].error_code)
+    assert txn_commit(wire, 3, txn, group, topic) == E.INVALID_TXN_STATE   # (retried while the coordinator loads)
     # outside the transaction: the known partition gets the verification's INVALID_TXN_STATE, after the refusals
     assert txn_commit_topics(wire, 3, txn, group, [(topic, [0, 7]), (missing, [0]), (topic, [1])]) == [
         (topic, [(7, unknown), (1, unknown), (0, E.INVALID_TXN_STATE)]), (missing, [(0, unknown)])]
@@ -339,12 +337,8 @@ def test_a_txn_offset_commit_at_generation_minus_one_makes_the_group(wire):
     """Kafka's validateTransactionalOffsetCommit makes a "simple" group at once (an empty classic group, kept when
     the transaction aborts): a later commit naming a member at a generation answers UNKNOWN_MEMBER_ID, not the
     ILLEGAL_GENERATION of a group that does not exist."""
-    topic = new_topic(wire)
-    group = f"gs-{uuid.uuid4().hex[:6]}"
-    group_ready(wire, group)
-    tid = new_tid(wire)
-    _, pid, e0 = init(wire, tid)
-    txn = (tid, pid, e0)
+    topic, group, txn = group_txn(wire, "gs")
+    tid, pid, e0 = txn
     assert add_offsets(wire, tid, pid, e0, group) == E.NONE
     assert txn_commit(wire, 3, txn, group, topic, 3, "x") == E.ILLEGAL_GENERATION
     # made even when nothing is written (every offset's metadata too large)
