@@ -268,13 +268,19 @@ def txn_commit(wire: WireClient, version: int, txn: tuple[str, int, int], group:
     return int(answer.topics[0].partitions[0].error_code)
 
 
-def test_txn_offset_commit_checks(wire):
+def group_txn(wire: WireClient, prefix: str) -> tuple[str, str, tuple[str, int, int]]:
+    """A new topic, a new group (its coordinator found) and a new transactional producer (id, producer id, epoch)."""
     topic = new_topic(wire)
-    group = f"g-{uuid.uuid4().hex[:6]}"
+    group = f"{prefix}-{uuid.uuid4().hex[:6]}"
     group_ready(wire, group)
     tid = new_tid(wire)
     _, pid, e0 = init(wire, tid)
-    txn = (tid, pid, e0)
+    return topic, group, (tid, pid, e0)
+
+
+def test_txn_offset_commit_checks(wire):
+    topic, group, txn = group_txn(wire, "g")
+    tid, pid, e0 = txn
     assert [txn_commit(wire, v, txn, group, topic) for v in (0, 3)] == [E.INVALID_TXN_STATE] * 2   # not added
     assert txn_commit(wire, 4, txn, group, topic) == E.TRANSACTION_ABORTABLE
     assert add_offsets(wire, tid, pid, e0, group) == E.NONE
@@ -287,6 +293,69 @@ def test_txn_offset_commit_checks(wire):
     assert txn_commit(wire, 3, txn, group, topic, 3, "x") == E.ILLEGAL_GENERATION
     assert txn_commit(wire, 3, txn, group, topic, -1, "x") == E.NONE
     assert end_until_done(wire, tid, pid, e0, False) == E.NONE
+
+
+def txn_commit_topics(wire: WireClient, version: int, txn: tuple[str, int, int], group: str,
+                      topics: list[tuple[str, list[int]]], metadata: str | None = None
+                      ) -> list[tuple[str, list[tuple[int, int]]]]:
+    """TxnOffsetCommit of ``topics`` (generation -1, no member): (topic, [(partition, error)]) in answer order."""
+    answer = wire.request(ApiKey.TXN_OFFSET_COMMIT, version, {
+        "transactional_id": txn[0], "group_id": group, "producer_id": txn[1], "producer_epoch": txn[2],
+        "generation_id": -1, "member_id": "", "group_instance_id": None,
+        "topics": [{"name": t, "partitions": [{"partition_index": p, "committed_offset": 5, "committed_leader_epoch": -1,
+                                               "committed_metadata": metadata} for p in ps]} for t, ps in topics]})
+    return [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.topics]
+
+
+def test_txn_offset_commit_refuses_unknown_topics_before_the_coordinators(wire):
+    """Kafka's KafkaApis refuses unknown topics and partitions itself, one entry per topic in the order first
+    named, and merges the group coordinator's answers after them; with nothing left, neither coordinator is asked
+    (no transaction or group error, no partition added to the transaction at v5)."""
+    topic, group, txn = group_txn(wire, "gu")
+    tid, pid, e0 = txn
+    missing = f"missing-{uuid.uuid4().hex[:6]}"
+    unknown = E.UNKNOWN_TOPIC_OR_PARTITION
+    assert txn_commit(wire, 3, txn, group, topic) == E.INVALID_TXN_STATE   # (retried while the coordinator loads)
+    # outside the transaction: the known partition gets the verification's INVALID_TXN_STATE, after the refusals
+    assert txn_commit_topics(wire, 3, txn, group, [(topic, [0, 7]), (missing, [0]), (topic, [1])]) == [
+        (topic, [(7, unknown), (1, unknown), (0, E.INVALID_TXN_STATE)]), (missing, [(0, unknown)])]
+    assert txn_commit_topics(wire, 3, ("", pid, e0), "", [(missing, [0]), (topic, [3])]) == [
+        (missing, [(0, unknown)]), (topic, [(3, unknown)])]
+    assert txn_commit_topics(wire, 3, txn, group, [(missing, []), (topic, [])]) == [(missing, [])]
+    for topics in ([], [(missing, [0, 1])]):
+        assert txn_commit_topics(wire, 5, txn, group, topics) == [(t, [(p, unknown) for p in ps]) for t, ps in topics]
+    assert describe(wire, tid).transaction_state == "Empty"
+    assert add_offsets(wire, tid, pid, e0, group) == E.NONE
+    assert txn_commit_topics(wire, 3, txn, group, [(topic, [0]), (missing, [0]), (topic, [0])]) == [
+        (missing, [(0, unknown)]), (topic, [(0, E.NONE), (0, E.NONE)])]
+    assert txn_commit_topics(wire, 3, txn, group, [(topic, [0]), (topic, [0])]) == [
+        (topic, [(0, E.NONE)]), (topic, [(0, E.NONE)])]
+    assert end_until_done(wire, tid, pid, e0, False) == E.NONE
+
+
+def test_a_txn_offset_commit_at_generation_minus_one_makes_the_group(wire):
+    """Kafka's validateTransactionalOffsetCommit makes a "simple" group at once (an empty classic group, kept when
+    the transaction aborts): a later commit naming a member at a generation answers UNKNOWN_MEMBER_ID, not the
+    ILLEGAL_GENERATION of a group that does not exist."""
+    topic, group, txn = group_txn(wire, "gs")
+    tid, pid, e0 = txn
+    assert add_offsets(wire, tid, pid, e0, group) == E.NONE
+    assert txn_commit(wire, 3, txn, group, topic, 3, "x") == E.ILLEGAL_GENERATION
+    # made even when nothing is written (every offset's metadata too large)
+    assert txn_commit_topics(wire, 3, txn, group, [(topic, [0])], "m" * 4097) == [
+        (topic, [(0, E.OFFSET_METADATA_TOO_LARGE)])]
+    assert txn_commit(wire, 3, txn, group, topic, 3, "x") == E.UNKNOWN_MEMBER_ID
+    assert txn_commit(wire, 3, txn, group, topic) == E.NONE
+    assert txn_commit(wire, 3, txn, group, topic, 3, "x") == E.UNKNOWN_MEMBER_ID
+    assert txn_commit(wire, 3, txn, group, topic, -1, "x") == E.NONE
+    assert end_until_done(wire, tid, pid, e0, False) == E.NONE
+    described = wire.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False})
+    assert [(g.error_code, g.group_state, g.protocol_type) for g in described.groups] == [(E.NONE, "Empty", "")]
+    settled(wire, tid)
+    _, _, e1 = init(wire, tid, pid=pid, epoch=e0)
+    assert add_offsets(wire, tid, pid, e1, group) == E.NONE
+    assert txn_commit(wire, 3, (tid, pid, e1), group, topic, 3, "x") == E.UNKNOWN_MEMBER_ID
+    assert end_until_done(wire, tid, pid, e1, False) == E.NONE
 
 
 def member_commits(wire: WireClient, group: str, topic: str, generation: int, member: str) -> tuple[str, int, int]:
@@ -369,6 +438,7 @@ def test_list_and_describe_transactions(wire):
     assert list_transactions(wire, 0, prefix, state_filters=["Bogus", "Ongoing", "ongoing", "", "Dead"]) == (
         E.NONE, ["", "Bogus", "ongoing"], [("0", "Ongoing")])
     assert list_transactions(wire, 0, prefix, state_filters=["Bogus"]) == (E.NONE, ["Bogus"], [])
+    assert list_transactions(wire, 0, prefix, state_filters=["Bogus", "Bogus"]) == (E.NONE, ["Bogus"], [])
     assert list_transactions(wire, 0, prefix, producer_id_filters=[pids[2], -1])[2] == [("2", "Empty")]
     # the duration filter passes every transaction that started longer ago, an Empty id's (start time -1) too
     time.sleep(0.01)

@@ -638,10 +638,15 @@ class GroupCoordinator:
         member_id = request.member_id if v >= 3 else ""
         instance_id = request.group_instance_id if v >= 3 else None
         group = self.groups.get(group_id)
+        created = None
+        if group is None and generation < 0:
+            # a group that does not exist yet is made at once, a "simple" one, as Kafka's
+            # validateTransactionalOffsetCommit (a later commit naming a member answers UNKNOWN_MEMBER_ID; Kafka
+            # reverts it with a failed write)
+            group = created = self.classic.get_or_create(group_id, True)
         if generation >= 0 or member_id or instance_id is not None:
-            # the producer passed the consumer's group metadata (KIP-447); a group that does not exist yet is a
-            # "simple" one at generation -1 (Kafka's validateTransactionalOffsetCommit)
-            if group is None and generation >= 0:
+            # the producer passed the consumer's group metadata (KIP-447)
+            if group is None:
                 return all_partitions(ErrorCode.ILLEGAL_GENERATION)
             try:
                 self._validate_offset_commit(group_id, member_id, instance_id, generation, v, transactional=True)
@@ -673,6 +678,9 @@ class GroupCoordinator:
                 log.info("group %s: transactional offset commit failed: %s", group_id, exc)
             if code:
                 self._fail_pending_txn_offsets(request.producer_id, prepared)
+                if created is not None and created.is_empty() and not self.offsets.group_offsets(group_id) \
+                        and not self._has_pending_txn_offsets(group_id):
+                    self._forget_group(created)
                 for t in topics:
                     for p in t.partitions:
                         if p.error_code == ErrorCode.NONE:
@@ -719,6 +727,11 @@ class GroupCoordinator:
     def has_pending_txn_offset(self, group_id: str, topic: str, partition: int) -> bool:
         key = (group_id, topic, partition)
         return any(key in offsets for offsets in self.pending_txn_offsets.values())
+
+    def _has_pending_txn_offsets(self, group_id: str) -> bool:
+        """An open transaction committed offsets of the group (Kafka keeps such a group, empty and without
+        offsets, from being deleted)."""
+        return any(key[0] == group_id for offsets in self.pending_txn_offsets.values() for key in offsets)
 
     def _validate_offset_commit(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
                                 api_version: int, *, transactional: bool = False) -> Any:
@@ -1008,7 +1021,8 @@ class GroupCoordinator:
                         all_expired = False
             records = [R.offset_commit_tombstone(group_id, t, p) for t, p in expired]
             # a commit in flight is not expired: the group keeps it (its write may reach the ISR)
-            delete_group = all_expired and group.is_empty() and not self._committing(group_id)
+            delete_group = all_expired and group.is_empty() and not self._committing(group_id) \
+                and not self._has_pending_txn_offsets(group_id)
             if delete_group:
                 records.extend(self._group_tombstones(group))
             if not records:

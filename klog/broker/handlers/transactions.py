@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
+from klog.broker.handlers.groups import _get, _known_partitions, _TopicAnswers
 from klog.broker.handlers.leaders import not_led
 from klog.broker.coordinator.runtime import partition_for
 from klog.broker.transactions.operations import ADD_PARTITION, txn_offset_commit_operation
@@ -286,8 +287,12 @@ async def init_transactional_producer_id(broker: HandlerBroker, ctx: RequestCont
 @handler(28, 0, 5)
 async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, request: TxnOffsetCommitRequest
                                   ) -> Any:
-    refused: list[Any] = []   # the topics the principal may not read: TOPIC_AUTHORIZATION_FAILED, the rest go on
-    if broker.access is not None:   # Kafka: Write on the TransactionalId, Read on the group and on each topic
+    """TxnOffsetCommit as Kafka's KafkaApis: Write on the TransactionalId, then Read on the group (every partition
+    answers the error); then per topic TOPIC_AUTHORIZATION_FAILED without Read on it, UNKNOWN_TOPIC_OR_PARTITION
+    for a topic or partition that does not exist, one entry per topic in the order first named; the rest is
+    verified (or added, v5) and goes to the group coordinator (none: neither is asked, so no transaction or group
+    error either), its answers merged after these refusals."""
+    if broker.access is not None:
         code: int = errors.NONE
         if not authz.allowed(broker, ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID,
                              request.transactional_id):
@@ -296,14 +301,21 @@ async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, r
             code = errors.GROUP_AUTHORIZATION_FAILED
         if code:
             return _every_partition(request.topics, code)
-        refused = [t for t in request.topics
-                   if not authz.allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC, t.name)]
-        if refused:
-            kept = [t for t in request.topics if t not in refused]
-            if not kept:
-                return _every_partition(refused, errors.TOPIC_AUTHORIZATION_FAILED)
-            request = cast("TxnOffsetCommitRequest", Struct(**{**request.__dict__, "topics": kept}))
-    # the kept topics' offsets are verified (or added, v5) and guarded like any others: written unverified, they
+    allowed = authz.filter_allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC,
+                                   (t.name for t in request.topics))
+    answers = _TopicAnswers(by_id=False)
+    asked: list[Struct] = []
+    for t in request.topics:
+        if t.name not in allowed:
+            answers.add(t, [p.partition_index for p in t.partitions], errors.TOPIC_AUTHORIZATION_FAILED)
+            continue
+        kept = _known_partitions(answers, t, broker.metadata.topic(t.name))
+        if kept:
+            asked.append(Struct(name=t.name, partitions=kept))
+    if not asked:
+        return {"throttle_time_ms": 0, "topics": answers.topics}
+    request = cast("TxnOffsetCommitRequest", Struct(**{**request.__dict__, "topics": asked}))
+    # the asked topics' offsets are verified (or added, v5) and guarded like any others: written unverified, they
     # could join no transaction the coordinator knows, and no marker would close them
     code, guard = await _add_offsets_partition(broker, ctx.api_version, request)
     try:
@@ -316,10 +328,9 @@ async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, r
     finally:
         if guard is not None:
             broker.producers.end_verification(OFFSETS_TOPIC, guard[0], request.producer_id, guard[1])
-    if refused:
-        topics = answer["topics"] if isinstance(answer, dict) else answer.topics
-        topics.extend(_every_partition(refused, errors.TOPIC_AUTHORIZATION_FAILED)["topics"])
-    return answer
+    topics = answer["topics"] if isinstance(answer, dict) else answer.topics
+    answers.merge([{"name": _get(t, "name"), "partitions": _get(t, "partitions")} for t in topics])
+    return {"throttle_time_ms": 0, "topics": answers.topics}
 
 
 def _every_partition(topics: list[Any], code: int) -> dict[str, Any]:

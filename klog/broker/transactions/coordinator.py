@@ -817,7 +817,7 @@ class TransactionCoordinator:
         which every state passes whose start time is older, an Empty id's -1 too), id regex). An invalid regex
         raises ``re.error`` (INVALID_REGULAR_EXPRESSION)."""
         names = {s.kafka_name: s for s in TxnState}
-        unknown = [name for name in states if name not in names]
+        unknown = [name for name in dict.fromkeys(states) if name not in names]   # Kafka: each name once
         wanted = {names[name] for name in states if name in names}
         regex = re.compile(pattern) if pattern else None
         now = self.timer.now()
