@@ -250,3 +250,29 @@ def test_token_requests_at_their_edges_are_answered_as_kafka(server):
         code, when = expired(carol, mac, -5)
         assert code == E.NONE and before - 5000 <= when <= int(time.time() * 1000) + 5000, when
         until(lambda: renewed(bob, mac)[0] == E.DELEGATION_TOKEN_NOT_FOUND, "the token removed", timeout=30)
+
+
+def test_tokens_with_an_empty_renewer_name_or_owner_type_are_described(server):
+    """A renewer ``User:`` (empty name) and an owner of an empty type are taken and stored as Kafka stores them,
+    and DescribeDelegationToken lists those tokens with them (klog's broker failed on them and closed the
+    connection of every principal concerned)."""
+    _, sasl = server
+    E = ErrorCode
+    with _logged_in(sasl, "bob") as bob:
+        renewer = bob.request(ApiKey.CREATE_DELEGATION_TOKEN, 3, create_token_body(renewers=(("User", ""),)))
+        untyped = bob.request(ApiKey.CREATE_DELEGATION_TOKEN, 3, create_token_body(("", "z")))
+        assert created_fields(renewer)[:5] == (E.NONE, "User", "bob", "User", "bob")
+        assert created_fields(untyped)[:5] == (E.NONE, "", "z", "User", "bob")
+
+        def described() -> dict[str, tuple[Any, ...]]:
+            answer = bob.request(ApiKey.DESCRIBE_DELEGATION_TOKEN, 3, {"owners": None})
+            assert answer.error_code == E.NONE
+            return {t.token_id: (t.principal_type, t.principal_name, t.token_requester_principal_type,
+                                 t.token_requester_principal_name,
+                                 [(r.principal_type, r.principal_name) for r in t.renewers]) for t in answer.tokens}
+
+        # (Kafka's broker answers from its token cache, updated a moment after the commit)
+        tokens = until(lambda: (lambda d: d if {renewer.token_id, untyped.token_id} <= set(d) else None)(described()),
+                       "the tokens", timeout=30)
+        assert tokens[renewer.token_id] == ("User", "bob", "User", "bob", [("User", "")])
+        assert tokens[untyped.token_id] == ("", "z", "User", "bob", [])

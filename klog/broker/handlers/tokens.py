@@ -128,8 +128,8 @@ def handle_describe_delegation_token(broker: HandlerBroker, ctx: RequestContext,
                 or authz.allowed(broker, ctx, AclOperation.DESCRIBE_TOKENS, ResourceType.USER, token.owner,
                                  count=False)):
             continue
-        owner = KafkaPrincipal.parse(token.owner)
-        requester = KafkaPrincipal.parse(token.requester) if token.requester else owner
+        owner = KafkaPrincipal.stored(token.owner)
+        requester = KafkaPrincipal.stored(token.requester) if token.requester else owner
         tokens.append({
             "principal_type": owner.principal_type, "principal_name": owner.name,
             "token_requester_principal_type": requester.principal_type,
@@ -137,5 +137,5 @@ def handle_describe_delegation_token(broker: HandlerBroker, ctx: RequestContext,
             "expiry_timestamp": token.expiration_timestamp, "max_timestamp": token.max_timestamp,
             "token_id": token_id, "hmac": token_hmac(secret, token_id),
             "renewers": [{"principal_type": r.principal_type, "principal_name": r.name}
-                         for r in map(KafkaPrincipal.parse, token.renewers)]})
+                         for r in map(KafkaPrincipal.stored, token.renewers)]})
     return {"error_code": errors.NONE, "tokens": tokens, "throttle_time_ms": 0}
