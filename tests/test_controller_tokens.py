@@ -120,8 +120,40 @@ def test_expire_now_removes_the_token_and_a_period_sets_its_expiry():
     assert later.response["expiry_timestamp_ms"] == NOW + 300
     assert _apply(image, later.records).delegation_tokens["tok-1"].expiration_timestamp == NOW + 300
     now = expire_delegation_token(response["hmac"], -1, BOB, SETTINGS, image, NOW)
-    assert now.response["expiry_timestamp_ms"] == -1
+    assert now.response["expiry_timestamp_ms"] == NOW   # Kafka 4.3 answers the time of the removal
     assert "tok-1" not in _apply(image, now.records).delegation_tokens
+
+
+def test_expire_checks_the_principal_before_the_expiry_and_removes_an_expired_token():
+    """Kafka's expireDelegationToken: not found, then owner/renewer, then (a negative period) the removal even of an
+    expired token, else EXPIRED; Renew refuses an expired token before the principal. Refusals answer expiry 0."""
+    image, response = _with_token()
+    mac, late = response["hmac"], NOW + 1_001
+    assert expire_delegation_token(mac, -1, CAROL, SETTINGS, image, late).response == {
+        "error_code": ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH, "expiry_timestamp_ms": 0, "throttle_time_ms": 0}
+    assert renew_delegation_token(mac, 0, CAROL, SETTINGS, image, late).response == {
+        "error_code": ErrorCode.DELEGATION_TOKEN_EXPIRED, "expiry_timestamp_ms": 0, "throttle_time_ms": 0}
+    assert expire_delegation_token(mac, 0, ALICE, SETTINGS, image, late).response == {
+        "error_code": ErrorCode.DELEGATION_TOKEN_EXPIRED, "expiry_timestamp_ms": 0, "throttle_time_ms": 0}
+    removed = expire_delegation_token(mac, -5, ALICE, SETTINGS, image, late)
+    assert removed.response["expiry_timestamp_ms"] == late
+    assert "tok-1" not in _apply(image, removed.records).delegation_tokens
+
+
+def test_refusals_answer_kafkas_times():
+    """A renewer that is not a User is refused before a disabled feature (Kafka's broker checks it, times -1); the
+    controller's refusals answer its response defaults (times 0)."""
+    disabled = TokenSettings(None, 10_000, 1_000)
+    result = create_delegation_token(_request([("Group", "g")]), ALICE, ALICE, disabled, NOW).response
+    assert (result["error_code"], result["issue_timestamp_ms"], result["max_timestamp_ms"]) == (
+        ErrorCode.INVALID_PRINCIPAL_TYPE, -1, -1)
+    result = create_delegation_token(_request(), ALICE, ALICE, disabled, NOW).response
+    assert (result["error_code"], result["issue_timestamp_ms"], result["expiry_timestamp_ms"],
+            result["max_timestamp_ms"], result["token_id"], result["hmac"]) == (
+        ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, 0, 0, 0, "", b"")
+    image, _ = _with_token()
+    for decide in (renew_delegation_token, expire_delegation_token):
+        assert decide(b"nope", 0, ALICE, SETTINGS, image, NOW).response["expiry_timestamp_ms"] == 0
 
 
 def test_the_periodic_check_removes_only_expired_tokens():

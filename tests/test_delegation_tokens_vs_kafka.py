@@ -6,15 +6,22 @@ Token requests over PLAINTEXT are refused. One broker of each kind for the modul
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from klog.protocol import ApiKey
+from klog.protocol.errors import ErrorCode
+from klog.security.sasl import plain_token
 from klog.testing import kafka_tools as kt
 from klog.testing.kafka import free_port, one_broker
+from klog.testing.wire import WireClient, until
 
 pytestmark = pytest.mark.java
 
@@ -43,6 +50,20 @@ def server(request, tmp_path_factory):
     with one_broker(request.param, root, PROPERTIES,
                     extra_listeners=[f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}"]) as bootstrap:
         yield bootstrap, f"127.0.0.1:{sasl_port}"
+
+
+PASSWORDS = {"admin": "admin-pw", "bob": "bob-pw", "carol": "carol-pw"}
+
+
+@contextlib.contextmanager
+def _logged_in(sasl: str, user: str) -> Iterator[WireClient]:
+    """A raw connection to the SASL_PLAINTEXT listener, logged in with PLAIN as ``user``."""
+    host, port = sasl.rsplit(":", 1)
+    with WireClient(host, int(port)) as wire:
+        assert wire.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == ErrorCode.NONE
+        login = wire.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": plain_token(user, PASSWORDS[user])})
+        assert login.error_code == ErrorCode.NONE
+        yield wire
 
 
 def _plain(path: Path, user: str, password: str) -> str:
@@ -145,17 +166,8 @@ def test_token_requests_over_plaintext_are_refused(server, tmp_path):
 def test_the_periodic_check_removes_a_token_once_it_expired(server):
     """delegation.token.expiry.check.interval.ms: the active controller removes a token past its max lifetime
     (RemoveDelegationTokenRecord), so DescribeDelegationToken stops listing it."""
-    from klog.protocol import ApiKey
-    from klog.protocol.errors import ErrorCode
-    from klog.security.sasl import plain_token
-    from klog.testing.wire import WireClient
-
     _, sasl = server
-    host, port = sasl.rsplit(":", 1)
-    with WireClient(host, int(port)) as wire:
-        assert wire.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == ErrorCode.NONE
-        login = wire.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": plain_token("bob", "bob-pw")})
-        assert login.error_code == ErrorCode.NONE
+    with _logged_in(sasl, "bob") as wire:
         created = wire.request(ApiKey.CREATE_DELEGATION_TOKEN, 3, {
             "owner_principal_type": None, "owner_principal_name": None, "renewers": [], "max_lifetime_ms": 3000})
         assert created.error_code == ErrorCode.NONE
@@ -174,3 +186,93 @@ def test_the_periodic_check_removes_a_token_once_it_expired(server):
         while listed() and time.monotonic() < deadline:
             time.sleep(0.25)
         assert not listed()
+
+
+# ------------------------------------------------------------------------------------- raw requests at the edges
+
+def create_token_body(owner: tuple[str | None, str | None] = (None, None), renewers: tuple[tuple[str, str], ...] = (),
+                      max_lifetime_ms: int = -1) -> dict[str, Any]:
+    """A CreateDelegationToken v3 request body."""
+    return {"owner_principal_type": owner[0], "owner_principal_name": owner[1], "max_lifetime_ms": max_lifetime_ms,
+            "renewers": [{"principal_type": t, "principal_name": n} for t, n in renewers]}
+
+
+def created_fields(answer: Any) -> tuple[Any, ...]:
+    """A CreateDelegationToken answer but its times of a success: (error, owner, requester, times, id, HMAC)."""
+    return (answer.error_code, answer.principal_type, answer.principal_name, answer.token_requester_principal_type,
+            answer.token_requester_principal_name, answer.issue_timestamp_ms, answer.expiry_timestamp_ms,
+            answer.max_timestamp_ms, answer.token_id, bytes(answer.hmac))
+
+
+def test_token_requests_at_their_edges_are_answered_as_kafka(server):
+    """Raw requests: an owner named without a type (Kafka cannot make that principal: UNKNOWN_SERVER_ERROR naming
+    ANONYMOUS; klog made a User's token), a renewer that is not a User, an empty owner name (the requester's
+    token), another type of owner; Renew/Expire of an unknown token or by a principal neither owner nor renewer
+    answer the controller's response default expiry 0 (klog answered -1), refusals on PLAINTEXT -1; Expire with
+    Long.MAX_VALUE stops at the max timestamp, and a negative period removes the token, answering the time of
+    the removal (klog answered the period)."""
+    plaintext, sasl = server
+    E = ErrorCode
+    with _logged_in(sasl, "bob") as bob, _logged_in(sasl, "carol") as carol:
+        no_type = bob.request(ApiKey.CREATE_DELEGATION_TOKEN, 3, create_token_body((None, "carol")))
+        assert created_fields(no_type) == (E.UNKNOWN_SERVER_ERROR, "User", "ANONYMOUS", "User", "ANONYMOUS",
+                                           -1, -1, -1, "", b"")
+        group = bob.request(ApiKey.CREATE_DELEGATION_TOKEN, 3, create_token_body(renewers=(("Group", "g"),)))
+        assert created_fields(group) == (E.INVALID_PRINCIPAL_TYPE, "User", "bob", "User", "bob", -1, -1, -1, "", b"")
+        other = bob.request(ApiKey.CREATE_DELEGATION_TOKEN, 3, create_token_body(("Group", "team")))
+        assert created_fields(other)[:5] == (E.NONE, "Group", "team", "User", "bob")
+        created = bob.request(ApiKey.CREATE_DELEGATION_TOKEN, 3, create_token_body(
+            ("Group", ""), renewers=(("User", "carol"),), max_lifetime_ms=3_600_000))
+        assert created_fields(created)[:5] == (E.NONE, "User", "bob", "User", "bob")
+        mac = bytes(created.hmac)
+
+        def renewed(wire: WireClient, hmac: bytes, period: int = 1000) -> tuple[int, int]:
+            answer = wire.request(ApiKey.RENEW_DELEGATION_TOKEN, 2, {"hmac": hmac, "renew_period_ms": period})
+            return answer.error_code, answer.expiry_timestamp_ms
+
+        def expired(wire: WireClient, hmac: bytes, period: int) -> tuple[int, int]:
+            answer = wire.request(ApiKey.EXPIRE_DELEGATION_TOKEN, 2, {"hmac": hmac, "expiry_time_period_ms": period})
+            return answer.error_code, answer.expiry_timestamp_ms
+
+        with _logged_in(sasl, "admin") as admin:
+            # (Kafka's controller finds the token once its cache has the new record)
+            until(lambda: renewed(admin, mac) == (E.DELEGATION_TOKEN_OWNER_MISMATCH, 0), "the token", timeout=30)
+            assert expired(admin, mac, -1) == (E.DELEGATION_TOKEN_OWNER_MISMATCH, 0)
+        for unknown in (b"", b"no-such-token"):
+            assert renewed(bob, unknown) == (E.DELEGATION_TOKEN_NOT_FOUND, 0)
+            assert expired(bob, unknown, -1) == (E.DELEGATION_TOKEN_NOT_FOUND, 0)
+        host, port = plaintext.rsplit(":", 1)
+        with WireClient(host, int(port)) as anonymous:
+            assert renewed(anonymous, mac) == (E.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, -1)
+            assert expired(anonymous, mac, -1) == (E.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, -1)
+        assert expired(carol, mac, 2 ** 63 - 1) == (E.NONE, created.max_timestamp_ms)
+        before = int(time.time() * 1000)
+        code, when = expired(carol, mac, -5)
+        assert code == E.NONE and before - 5000 <= when <= int(time.time() * 1000) + 5000, when
+        until(lambda: renewed(bob, mac)[0] == E.DELEGATION_TOKEN_NOT_FOUND, "the token removed", timeout=30)
+
+
+def test_tokens_with_an_empty_renewer_name_or_owner_type_are_described(server):
+    """A renewer ``User:`` (empty name) and an owner of an empty type are taken and stored as Kafka stores them,
+    and DescribeDelegationToken lists those tokens with them (klog's broker failed on them and closed the
+    connection of every principal concerned)."""
+    _, sasl = server
+    E = ErrorCode
+    with _logged_in(sasl, "bob") as bob:
+        renewer = bob.request(ApiKey.CREATE_DELEGATION_TOKEN, 3, create_token_body(renewers=(("User", ""),)))
+        untyped = bob.request(ApiKey.CREATE_DELEGATION_TOKEN, 3, create_token_body(("", "z")))
+        assert created_fields(renewer)[:5] == (E.NONE, "User", "bob", "User", "bob")
+        assert created_fields(untyped)[:5] == (E.NONE, "", "z", "User", "bob")
+
+        def described() -> dict[str, tuple[Any, ...]]:
+            answer = bob.request(ApiKey.DESCRIBE_DELEGATION_TOKEN, 3, {"owners": None})
+            assert answer.error_code == E.NONE
+            return {t.token_id: (t.principal_type, t.principal_name, t.token_requester_principal_type,
+                                 t.token_requester_principal_name,
+                                 [(r.principal_type, r.principal_name) for r in t.renewers]) for t in answer.tokens}
+
+        # (Kafka's broker answers from its token cache, updated a moment after the commit)
+        tokens = until(lambda: (lambda d: d if {renewer.token_id, untyped.token_id} <= set(d) else None)(described()),
+                       "the tokens", timeout=30)
+        assert tokens[renewer.token_id] == ("User", "bob", "User", "bob", [("User", "")])
+        assert tokens[untyped.token_id] == ("", "z", "User", "bob", [])

@@ -583,3 +583,27 @@ def test_delete_topics_refusals_carry_kafkas_messages(server):
                                                   "timeout_ms": 5000}).responses
     assert [(t.name, t.topic_id, t.error_code, t.error_message) for t in gone] == \
         [(None, unknown, E.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")]
+
+
+# ------------------------------------------------------------------------------------------- delegation tokens
+
+def test_token_requests_without_a_secret_key_as_kafka(server):
+    """No delegation.token.secret.key: Kafka's broker still refuses a renewer that is not a User first
+    (INVALID_PRINCIPAL_TYPE, times -1; klog answered DELEGATION_TOKEN_AUTH_DISABLED), then its controller answers
+    DELEGATION_TOKEN_AUTH_DISABLED with its responses' default times 0 (klog answered -1); DescribeDelegationToken
+    is the broker's DELEGATION_TOKEN_AUTH_DISABLED."""
+    from test_delegation_tokens_vs_kafka import create_token_body, created_fields
+
+    group = _ask(server, ApiKey.CREATE_DELEGATION_TOKEN, 3, create_token_body(renewers=(("Group", "g"),)),
+                 user="alice")
+    assert created_fields(group) == (E.INVALID_PRINCIPAL_TYPE, "User", "alice", "User", "alice", -1, -1, -1, "", b"")
+    disabled = _ask(server, ApiKey.CREATE_DELEGATION_TOKEN, 3, create_token_body(), user="alice")
+    assert created_fields(disabled) == (E.DELEGATION_TOKEN_AUTH_DISABLED, "User", "alice", "User", "alice", 0, 0, 0,
+                                        "", b"")
+    renewed = _ask(server, ApiKey.RENEW_DELEGATION_TOKEN, 2, {"hmac": b"x", "renew_period_ms": 1}, user="alice")
+    assert (renewed.error_code, renewed.expiry_timestamp_ms) == (E.DELEGATION_TOKEN_AUTH_DISABLED, 0)
+    expired = _ask(server, ApiKey.EXPIRE_DELEGATION_TOKEN, 2, {"hmac": b"x", "expiry_time_period_ms": -1},
+                   user="alice")
+    assert (expired.error_code, expired.expiry_timestamp_ms) == (E.DELEGATION_TOKEN_AUTH_DISABLED, 0)
+    described = _ask(server, ApiKey.DESCRIBE_DELEGATION_TOKEN, 3, {"owners": None}, user="alice")
+    assert (described.error_code, described.tokens) == (E.DELEGATION_TOKEN_AUTH_DISABLED, [])

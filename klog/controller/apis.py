@@ -52,9 +52,11 @@ from klog.controller.scram import alter_user_scram_credentials
 from klog.controller.tokens import (
     TokenSettings,
     create_delegation_token,
+    create_refusal,
     expire_delegation_token,
     expired_tokens,
     renew_delegation_token,
+    requested_owner,
 )
 from klog.controller.topics import CreatableTopic, CreatedTopic, MutationCharge, TopicControlManager, TopicError
 from klog.controller.writer import Decision, MetadataWriter, QuorumWriter, RaftQuorumWriter, not_controller_error
@@ -609,9 +611,9 @@ class ControllerApis:
     async def create_delegation_token(self, request: CreateDelegationTokenRequest, requester: KafkaPrincipal
                                       ) -> CreateDelegationTokenResponse:
         """A DelegationTokenRecord (klog.controller.tokens); the owner is the request's (v3) or the requester."""
-        owner = requester
-        if request.owner_principal_name:
-            owner = KafkaPrincipal(request.owner_principal_type or "User", request.owner_principal_name)
+        owner = requested_owner(request, requester)
+        if owner is None:
+            return create_refusal(ErrorCode.UNKNOWN_SERVER_ERROR)
         settings = self._token_settings()
         return await self._write_token(lambda image: create_delegation_token(request, requester, owner, settings,
                                                                              now_ms()))

@@ -32,6 +32,13 @@ class KafkaPrincipal:
             raise ValueError(f"principal {text!r} is not of the form <type>:<name> (for example User:alice)")
         return cls(principal_type, name)
 
+    @classmethod
+    def stored(cls, text: str) -> KafkaPrincipal:
+        """A principal as stored in a record (Kafka's ``SecurityUtils.parseKafkaPrincipal``): split at the first
+        colon, either part possibly empty (a delegation token's renewer ``User:``, an owner ``:z``)."""
+        principal_type, _, name = text.partition(":")
+        return cls(principal_type, name)
+
 
 #: the principal of an unauthenticated connection (Kafka's KafkaPrincipal.ANONYMOUS)
 ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")

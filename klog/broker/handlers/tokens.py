@@ -17,6 +17,7 @@ from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.controller.apis import CONTROLLER_API_VERSIONS
+from klog.controller.tokens import create_refusal, requested_owner
 from klog.protocol.errors import ErrorCode
 from klog.security.acl import AclOperation, ResourceType
 from klog.security.principal import ANONYMOUS, KafkaPrincipal
@@ -65,23 +66,15 @@ async def _decide(broker: HandlerBroker, ctx: RequestContext, request: TokenRequ
 async def handle_create_delegation_token(broker: HandlerBroker, ctx: RequestContext,
                                          request: CreateDelegationTokenRequest) -> CreateDelegationTokenResponse:
     requester = ctx.principal
-    owner = requester
-    if request.owner_principal_name:
-        owner = KafkaPrincipal(request.owner_principal_type or "User", request.owner_principal_name)
-
-    def refused(code: int) -> CreateDelegationTokenResponse:
-        return {"error_code": code, "principal_type": owner.principal_type, "principal_name": owner.name,
-                "token_requester_principal_type": requester.principal_type,
-                "token_requester_principal_name": requester.name, "issue_timestamp_ms": -1,
-                "expiry_timestamp_ms": -1, "max_timestamp_ms": -1, "token_id": "", "hmac": b"",
-                "throttle_time_ms": 0}
-
+    owner = requested_owner(request, requester)
+    if owner is None:   # an owner named without a type
+        return create_refusal(ErrorCode.UNKNOWN_SERVER_ERROR)
     if not token_requests_allowed(broker, ctx):
-        return refused(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
+        return create_refusal(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, owner, requester)
     # a principal may always make its own tokens; another's need CreateTokens on that User
     if owner != requester and not authz.allowed(broker, ctx, AclOperation.CREATE_TOKENS, ResourceType.USER,
                                                 str(owner)):
-        return refused(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED)
+        return create_refusal(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, owner, requester)
     return await _decide(broker, ctx, request,
                          lambda: broker.controller_apis.create_delegation_token(request, requester))
 
@@ -135,8 +128,8 @@ def handle_describe_delegation_token(broker: HandlerBroker, ctx: RequestContext,
                 or authz.allowed(broker, ctx, AclOperation.DESCRIBE_TOKENS, ResourceType.USER, token.owner,
                                  count=False)):
             continue
-        owner = KafkaPrincipal.parse(token.owner)
-        requester = KafkaPrincipal.parse(token.requester) if token.requester else owner
+        owner = KafkaPrincipal.stored(token.owner)
+        requester = KafkaPrincipal.stored(token.requester) if token.requester else owner
         tokens.append({
             "principal_type": owner.principal_type, "principal_name": owner.name,
             "token_requester_principal_type": requester.principal_type,
@@ -144,5 +137,5 @@ def handle_describe_delegation_token(broker: HandlerBroker, ctx: RequestContext,
             "expiry_timestamp": token.expiration_timestamp, "max_timestamp": token.max_timestamp,
             "token_id": token_id, "hmac": token_hmac(secret, token_id),
             "renewers": [{"principal_type": r.principal_type, "principal_name": r.name}
-                         for r in map(KafkaPrincipal.parse, token.renewers)]})
+                         for r in map(KafkaPrincipal.stored, token.renewers)]})
     return {"error_code": errors.NONE, "tokens": tokens, "throttle_time_ms": 0}
