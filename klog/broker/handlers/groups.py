@@ -18,6 +18,7 @@ from klog.broker import errors
 from klog.broker.groups.api import GROUP_API_KEYS
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
+from klog.broker.handlers.topic_answers import NO_TOPIC_ID, TopicAnswers, field_of, known_partitions
 from klog.metadata.features import GROUP_VERSION, SHARE_VERSION, STREAMS_VERSION
 from klog.protocol.struct import Struct
 
@@ -65,10 +66,6 @@ if TYPE_CHECKING:
     ]
 
 
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
-
-
 def _with(request: object, **fields: Any) -> Struct:
     return Struct(**{**request.__dict__, **fields})
 
@@ -86,8 +83,8 @@ def _topic_errors(topics: list[Any], code: int, *, indexes: str = "partitions", 
     """Answers for refused topics: every partition asked answers ``code``."""
     out = []
     for t in topics:
-        parts = _get(t, indexes) or []
-        out.append({"name": t.name, "topic_id": _get(t, "topic_id", _NO_TOPIC_ID), "partitions": [
+        parts = field_of(t, indexes) or []
+        out.append({"name": t.name, "topic_id": field_of(t, "topic_id", NO_TOPIC_ID), "partitions": [
             {"partition_index": p if isinstance(p, int) else p.partition_index, "error_code": code,
              "committed_offset": -1, "metadata": metadata} for p in parts]})
     return out
@@ -95,56 +92,12 @@ def _topic_errors(topics: list[Any], code: int, *, indexes: str = "partitions", 
 
 #: OffsetCommit and OffsetFetch name topics by id from this version (KIP-848's follow-up, Kafka 4.1)
 OFFSETS_BY_TOPIC_ID_VERSION = 10
-_NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 def _topic_of_id(broker: HandlerBroker, topic_id: uuid.UUID) -> Any:
     """The topic an OffsetCommit/OffsetFetch v10 names by id; None for the zero id and an id no topic has (one
     deleted), which Kafka answers UNKNOWN_TOPIC_ID."""
-    return None if topic_id == _NO_TOPIC_ID else broker.metadata.topic_by_id(topic_id)
-
-
-class _TopicAnswers:
-    """Kafka's OffsetCommitResponse.Builder (OffsetDeleteResponse.Builder likewise): the handler's own refusals, one
-    entry per topic (by id from OffsetCommit v10, by name before) in the order first named, then the
-    coordinator's answers merged into them (taken as they are when there are none)."""
-
-    def __init__(self, by_id: bool) -> None:
-        self.key = "topic_id" if by_id else "name"
-        self.topics: list[dict[str, Any]] = []
-        self._by_key: dict[Any, dict[str, Any]] = {}
-
-    def add(self, topic: Any, partitions: list[int], code: int) -> None:
-        """``topic``: the request's topic entry."""
-        key = _get(topic, self.key)
-        entry = self._by_key.get(key)
-        if entry is None:
-            entry = self._by_key[key] = {"topic_id": _get(topic, "topic_id", _NO_TOPIC_ID),
-                                         "name": "" if self.key == "topic_id" else topic.name, "partitions": []}
-            self.topics.append(entry)
-        entry["partitions"].extend({"partition_index": p, "error_code": code} for p in partitions)
-
-    def merge(self, topics: list[dict[str, Any]]) -> None:
-        if not self.topics:
-            self.topics = topics
-            return
-        for topic in topics:
-            entry = self._by_key.get(topic[self.key])
-            if entry is None:
-                self._by_key[topic[self.key]] = topic
-                self.topics.append(topic)
-            else:
-                entry["partitions"].extend(topic["partitions"])
-
-
-def _known_partitions(answers: _TopicAnswers, t: Any, topic: Any) -> list[Any]:
-    """The partitions of the request's topic ``t`` that ``topic`` (its metadata; None: no such topic) has; the
-    others answer UNKNOWN_TOPIC_OR_PARTITION (a topic that does not exist has its entry, even naming no
-    partition)."""
-    missing = [p.partition_index for p in t.partitions if topic is None or p.partition_index not in topic.partitions]
-    if missing or topic is None:
-        answers.add(t, missing, errors.UNKNOWN_TOPIC_OR_PARTITION)
-    return [p for p in t.partitions if topic is not None and p.partition_index in topic.partitions]
+    return None if topic_id == NO_TOPIC_ID else broker.metadata.topic_by_id(topic_id)
 
 
 async def _offset_commit(broker: HandlerBroker, ctx: RequestContext, request: OffsetCommitRequest) -> Any:
@@ -157,11 +110,11 @@ async def _offset_commit(broker: HandlerBroker, ctx: RequestContext, request: Of
     if not _group_ok(broker, ctx, Op.READ, request.group_id):
         if not by_id:
             return {"throttle_time_ms": 0, "topics": _topic_errors(request.topics, GAF)}
-        refused = _TopicAnswers(by_id)
+        refused = TopicAnswers(by_id)
         for t in request.topics:
             refused.add(t, [p.partition_index for p in t.partitions], GAF)
         return {"throttle_time_ms": 0, "topics": refused.topics}
-    answers = _TopicAnswers(by_id)
+    answers = TopicAnswers(by_id)
     found = [_topic_of_id(broker, t.topic_id) if by_id else broker.metadata.topic(t.name) for t in request.topics]
     names = [f.name if by_id and f is not None else t.name for t, f in zip(request.topics, found, strict=True)]
     allowed = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC,
@@ -173,22 +126,22 @@ async def _offset_commit(broker: HandlerBroker, ctx: RequestContext, request: Of
             code = errors.UNKNOWN_TOPIC_ID if topic is None else TAF
             answers.add(t, [p.partition_index for p in t.partitions], code)
             continue
-        kept = _known_partitions(answers, t, topic)
+        kept = known_partitions(answers, t, topic)
         if kept:
-            asked.append(Struct(name=name, topic_id=_get(t, "topic_id", _NO_TOPIC_ID), partitions=kept))
-            id_of[name] = _get(t, "topic_id", _NO_TOPIC_ID)
+            asked.append(Struct(name=name, topic_id=field_of(t, "topic_id", NO_TOPIC_ID), partitions=kept))
+            id_of[name] = field_of(t, "topic_id", NO_TOPIC_ID)
     if asked:
         response = await _coordinate(broker, ctx, _with(request, topics=asked))
-        answers.merge([{"topic_id": id_of[_get(t, "name")], "name": "" if by_id else _get(t, "name"),
-                        "partitions": _get(t, "partitions")} for t in _get(response, "topics")])
+        answers.merge([{"topic_id": id_of[field_of(t, "name")], "name": "" if by_id else field_of(t, "name"),
+                        "partitions": field_of(t, "partitions")} for t in field_of(response, "topics")])
     return {"throttle_time_ms": 0, "topics": answers.topics}
 
 
 def _hide_topics(broker: HandlerBroker, ctx: RequestContext, topics: list[Any], field: str = "name") -> list[Any]:
     """The offsets of every topic (a null topic list) without the topics the principal may not describe
     (``field``: the topic name's field)."""
-    names = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (_get(t, field) for t in topics), count=False)
-    return [t for t in topics if _get(t, field) in names]
+    names = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (field_of(t, field) for t in topics), count=False)
+    return [t for t in topics if field_of(t, field) in names]
 
 
 def _describable_topics_of(broker: HandlerBroker, ctx: RequestContext, group: Any,
@@ -197,9 +150,9 @@ def _describable_topics_of(broker: HandlerBroker, ctx: RequestContext, group: An
     (None when the group asks for all its topics)."""
     if group.topics is None:
         return group, None
-    allowed = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (_get(t, field) for t in group.topics))
-    return (_with(group, topics=[t for t in group.topics if _get(t, field) in allowed]),
-            [t for t in group.topics if _get(t, field) not in allowed])
+    allowed = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (field_of(t, field) for t in group.topics))
+    return (_with(group, topics=[t for t in group.topics if field_of(t, field) in allowed]),
+            [t for t in group.topics if field_of(t, field) not in allowed])
 
 
 async def _offset_fetch(broker: HandlerBroker, ctx: RequestContext, request: OffsetFetchRequest) -> Any:
@@ -209,7 +162,7 @@ async def _offset_fetch(broker: HandlerBroker, ctx: RequestContext, request: Off
         topics = request.topics
         if topics is None:
             response = await _coordinate(broker, ctx, request)
-            setattr_or_item(response, "topics", _hide_topics(broker, ctx, _get(response, "topics")))
+            setattr_or_item(response, "topics", _hide_topics(broker, ctx, field_of(response, "topics")))
             return response
         allowed = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _TOPIC, (t.name for t in topics))
         kept = [t for t in topics if t.name in allowed]
@@ -218,7 +171,7 @@ async def _offset_fetch(broker: HandlerBroker, ctx: RequestContext, request: Off
             return await _coordinate(broker, ctx, request)
         response = await _coordinate(broker, ctx, _with(request, topics=kept)) if kept \
             else {"throttle_time_ms": 0, "error_code": errors.NONE, "topics": []}
-        _get(response, "topics").extend(_topic_errors(refused, TAF, indexes="partition_indexes"))
+        field_of(response, "topics").extend(_topic_errors(refused, TAF, indexes="partition_indexes"))
         return response
     by_id = ctx.api_version >= OFFSETS_BY_TOPIC_ID_VERSION
     groups_out: dict[str, Any] = {}
@@ -238,16 +191,16 @@ async def _offset_fetch(broker: HandlerBroker, ctx: RequestContext, request: Off
             refused_by_group[g.group_id] = refused_here
     if asked:
         response = await _coordinate(broker, ctx, _with(request, groups=asked))
-        for group in _get(response, "groups"):
-            gid = _get(group, "group_id")
-            answered = _get(group, "topics")
+        for group in field_of(response, "groups"):
+            gid = field_of(group, "group_id")
+            answered = field_of(group, "topics")
             original = next(g for g in request.groups if g.group_id == gid)
             if original.topics is None:
                 answered = _hide_topics(broker, ctx, answered)
             unknown: list[dict[str, Any]] = []
             if by_id:
                 answered = _with_topic_ids(broker, answered, original.topics is None)
-                if not _get(group, "error_code"):   # Kafka: a group's error is answered alone
+                if not field_of(group, "error_code"):   # Kafka: a group's error is answered alone
                     unknown = _topic_errors(unknown_by_group.get(gid, []), errors.UNKNOWN_TOPIC_ID,
                                             indexes="partition_indexes", metadata="")
             answered = [*answered, *unknown,
@@ -274,10 +227,10 @@ def _with_topic_ids(broker: HandlerBroker, topics: list[Any], every_topic: bool)
     one without an id (deleted meanwhile) is left out, as Kafka cannot answer it."""
     out = []
     for t in topics:
-        topic = broker.metadata.topic(_get(t, "name"))
+        topic = broker.metadata.topic(field_of(t, "name"))
         if topic is None and every_topic:
             continue
-        setattr_or_item(t, "topic_id", _NO_TOPIC_ID if topic is None else topic.id)
+        setattr_or_item(t, "topic_id", NO_TOPIC_ID if topic is None else topic.id)
         out.append(t)
     return out
 
@@ -306,7 +259,7 @@ async def _find_coordinator(broker: HandlerBroker, ctx: RequestContext, request:
         return await _coordinate(broker, ctx, request)
     response = await _coordinate(broker, ctx, _with(request, coordinator_keys=kept)) if kept \
         else {"throttle_time_ms": 0, "coordinators": []}
-    _get(response, "coordinators").extend(refused)
+    field_of(response, "coordinators").extend(refused)
     return response
 
 
@@ -320,7 +273,7 @@ async def _describe_groups(broker: HandlerBroker, ctx: RequestContext,
     kept = [g for g in ids if g in allowed]
     response = await _coordinate(broker, ctx, _with(request, **{field: kept})) if kept \
         else {"throttle_time_ms": 0, "groups": []}
-    by_id = {_get(g, "group_id"): g for g in _get(response, "groups")}
+    by_id = {field_of(g, "group_id"): g for g in field_of(response, "groups")}
     include_ops = bool(getattr(request, "include_authorized_operations", False))
     out = []
     for gid in ids:
@@ -329,7 +282,7 @@ async def _describe_groups(broker: HandlerBroker, ctx: RequestContext,
                         "protocol_type": "", "protocol_data": "", "members": []})
             continue
         group = by_id[gid]
-        if include_ops and _get(group, "error_code") == errors.NONE:
+        if include_ops and field_of(group, "error_code") == errors.NONE:
             setattr_or_item(group, "authorized_operations", authz.authorized_operations(broker, ctx, _GROUP, gid))
         out.append(group)
     setattr_or_item(response, "groups", out)
@@ -339,10 +292,10 @@ async def _describe_groups(broker: HandlerBroker, ctx: RequestContext,
 async def _list_groups(broker: HandlerBroker, ctx: RequestContext, request: ListGroupsRequest) -> Any:
     response = await _coordinate(broker, ctx, request)
     if not authz.allowed_cluster(broker, ctx, Op.DESCRIBE, count=False):
-        groups = _get(response, "groups")
-        names = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _GROUP, (_get(g, "group_id") for g in groups),
+        groups = field_of(response, "groups")
+        names = authz.filter_allowed(broker, ctx, Op.DESCRIBE, _GROUP, (field_of(g, "group_id") for g in groups),
                                      count=False)
-        setattr_or_item(response, "groups", [g for g in groups if _get(g, "group_id") in names])
+        setattr_or_item(response, "groups", [g for g in groups if field_of(g, "group_id") in names])
     return response
 
 
@@ -354,7 +307,7 @@ async def _delete_groups(broker: HandlerBroker, ctx: RequestContext, request: De
         return await _coordinate(broker, ctx, request)
     response = await _coordinate(broker, ctx, _with(request, groups_names=kept)) if kept \
         else {"throttle_time_ms": 0, "results": []}
-    _get(response, "results").extend({"group_id": g, "error_code": GAF} for g in names if g not in allowed)
+    field_of(response, "results").extend({"group_id": g, "error_code": GAF} for g in names if g not in allowed)
     return response
 
 
@@ -365,20 +318,20 @@ async def _offset_delete(broker: HandlerBroker, ctx: RequestContext, request: Of
     if not _group_ok(broker, ctx, Op.DELETE, request.group_id):
         return {"throttle_time_ms": 0, "error_code": GAF, "topics": []}
     allowed = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC, (t.name for t in request.topics))
-    answers = _TopicAnswers(by_id=False)
+    answers = TopicAnswers(by_id=False)
     asked: list[Struct] = []
     for t in request.topics:
         if t.name not in allowed:
             answers.add(t, [p.partition_index for p in t.partitions], TAF)
             continue
-        kept = _known_partitions(answers, t, broker.metadata.topic(t.name))
+        kept = known_partitions(answers, t, broker.metadata.topic(t.name))
         if kept:
             asked.append(Struct(name=t.name, partitions=kept))
     response = await _coordinate(broker, ctx, _with(request, topics=asked))
-    if _get(response, "error_code"):
+    if field_of(response, "error_code"):
         return response
-    answers.merge([{"name": _get(t, "name"), "topic_id": _NO_TOPIC_ID, "partitions": _get(t, "partitions")}
-                   for t in _get(response, "topics")])
+    answers.merge([{"name": field_of(t, "name"), "topic_id": NO_TOPIC_ID, "partitions": field_of(t, "partitions")}
+                   for t in field_of(response, "topics")])
     return {"throttle_time_ms": 0, "error_code": errors.NONE, "topics": answers.topics}
 
 
@@ -400,19 +353,19 @@ async def _describe_share_group_offsets(broker: HandlerBroker, ctx: RequestConte
             refused_topics[g.group_id] = refused
     response = await _coordinate(broker, ctx, _with(request, groups=kept)) if kept \
         else {"throttle_time_ms": 0, "groups": []}
-    for group in _get(response, "groups"):
-        gid = _get(group, "group_id")
-        if _get(group, "error_code"):
+    for group in field_of(response, "groups"):
+        gid = field_of(group, "group_id")
+        if field_of(group, "error_code"):
             continue
-        topics = _get(group, "topics")
+        topics = field_of(group, "topics")
         if gid not in refused_topics:   # all the group's topics: only those the principal may describe
             setattr_or_item(group, "topics", _hide_topics(broker, ctx, topics, "topic_name"))
             continue
         setattr_or_item(group, "topics", list(topics) + [
-            {"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0), "partitions": [
+            {"topic_name": t.topic_name, "topic_id": NO_TOPIC_ID, "partitions": [
                 {"partition_index": p, "start_offset": -1, "leader_epoch": 0, "lag": -1, "error_code": TAF,
                  "error_message": TAF_MESSAGE} for p in t.partitions]} for t in refused_topics[gid]])
-    _get(response, "groups").extend({"group_id": g, "topics": [], "error_code": GAF, "error_message": None}
+    field_of(response, "groups").extend({"group_id": g, "topics": [], "error_code": GAF, "error_message": None}
                                     for g in ids if g not in allowed)
     return response
 
@@ -429,7 +382,7 @@ async def _alter_or_delete_share_group_offsets(
     names = authz.filter_allowed(broker, ctx, Op.READ, _TOPIC, (t.topic_name for t in topics))
     refused = [t for t in topics if t.topic_name not in names]
     response = await _coordinate(broker, ctx, _with(request, topics=[t for t in topics if t.topic_name in names]))
-    if not refused or _get(response, "error_code"):
+    if not refused or field_of(response, "error_code"):
         return response
     image = broker.metadata.image
 
@@ -444,7 +397,7 @@ async def _alter_or_delete_share_group_offsets(
     else:
         answers = [{"topic_name": t.topic_name, "topic_id": uuid.UUID(int=0), "error_code": TAF,
                     "error_message": TAF_MESSAGE} for t in refused]
-    setattr_or_item(response, "responses", answers + list(_get(response, "responses")))
+    setattr_or_item(response, "responses", answers + list(field_of(response, "responses")))
     return response
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
-from klog.broker.handlers.groups import _get, _known_partitions, _TopicAnswers
+from klog.broker.handlers.topic_answers import TopicAnswers, field_of, known_partitions
 from klog.broker.handlers.leaders import not_led
 from klog.broker.coordinator.runtime import partition_for
 from klog.broker.transactions.operations import ADD_PARTITION, txn_offset_commit_operation
@@ -303,13 +303,13 @@ async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, r
             return _every_partition(request.topics, code)
     allowed = authz.filter_allowed(broker, ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC,
                                    (t.name for t in request.topics))
-    answers = _TopicAnswers(by_id=False)
+    answers = TopicAnswers(by_id=False)
     asked: list[Struct] = []
     for t in request.topics:
         if t.name not in allowed:
             answers.add(t, [p.partition_index for p in t.partitions], errors.TOPIC_AUTHORIZATION_FAILED)
             continue
-        kept = _known_partitions(answers, t, broker.metadata.topic(t.name))
+        kept = known_partitions(answers, t, broker.metadata.topic(t.name))
         if kept:
             asked.append(Struct(name=t.name, partitions=kept))
     if not asked:
@@ -329,7 +329,7 @@ async def handle_txn_offset_commit(broker: HandlerBroker, ctx: RequestContext, r
         if guard is not None:
             broker.producers.end_verification(OFFSETS_TOPIC, guard[0], request.producer_id, guard[1])
     topics = answer["topics"] if isinstance(answer, dict) else answer.topics
-    answers.merge([{"name": _get(t, "name"), "partitions": _get(t, "partitions")} for t in topics])
+    answers.merge([{"name": field_of(t, "name"), "partitions": field_of(t, "partitions")} for t in topics])
     return {"throttle_time_ms": 0, "topics": answers.topics}
 
 
