@@ -202,7 +202,10 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
                 answers.append((entry_key, _not_leader(broker, name, index, leaders)))
                 had_error = True
                 continue
-            if preq.last_fetched_epoch >= 0:
+            # the leader's own epoch ends at its log end: nothing to look up (as the native path skips it)
+            own_epoch = not following and preq.last_fetched_epoch == manager.leader_epoch(name, index) \
+                and offset <= log_.log_end_offset
+            if preq.last_fetched_epoch >= 0 and not own_epoch:
                 diverged = _diverged(broker, name, index, log_, preq)
                 if diverged is not None:   # answered at once, as an error is
                     answers.append((entry_key, diverged))
