@@ -34,6 +34,7 @@ from klog.broker.handlers import Handler, authz
 from klog.controller.authorize import refusal
 from klog.protocol import ProtocolError, decode_response, encode_request
 from klog.protocol.errors import ErrorCode
+from klog.protocol.struct import field_of
 from klog.security.principal import KafkaPrincipal, serialize_principal
 
 log = logging.getLogger("klog.broker.forwarding")
@@ -110,8 +111,8 @@ def item_error_codes(api_key: int, response: Any) -> list[int]:
     """The error code of each item of a forwarded API's response (dict or decoded Struct)."""
     items = [response]
     for step in FORWARDED_APIS[api_key][1]:
-        items = [nested for item in items for nested in (_get(item, step) or [])]
-    return [int(_get(item, "error_code")) for item in items]
+        items = [nested for item in items for nested in (field_of(item, step) or [])]
+    return [int(field_of(item, "error_code")) for item in items]
 
 
 def controller_moved(api_key: int, response: Any) -> bool:
@@ -124,14 +125,10 @@ def controller_moved(api_key: int, response: Any) -> bool:
 def forward_timeout_ms(request: Any) -> int:
     """How long to keep trying: the request's timeout_ms (CreateTopics, DeleteTopics, CreatePartitions; one of
     0 or less still gets one try per known controller), else :data:`DEFAULT_FORWARD_TIMEOUT_MS`."""
-    timeout = _get(request, "timeout_ms")
+    timeout = field_of(request, "timeout_ms")
     if timeout is None:
         return DEFAULT_FORWARD_TIMEOUT_MS
     return max(0, min(int(timeout), MAX_FORWARD_TIMEOUT_MS))
-
-
-def _get(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
 class ControllerForwarder:

@@ -43,6 +43,7 @@ from typing import Any
 
 from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
+from klog.protocol.struct import field_of
 
 __all__ = [
     "BROKER_HEARTBEAT_INTERVAL_MS",
@@ -103,10 +104,6 @@ class Listener:
     host: str
     port: int
     security_protocol: int = 0
-
-
-def _field(response: Any, name: str) -> Any:
-    return response[name] if isinstance(response, dict) else getattr(response, name)
 
 
 class BrokerLifecycleManager:
@@ -279,7 +276,7 @@ class BrokerLifecycleManager:
         request = self._in_flight
         if request is None or not self._take(request_id):
             return
-        code = _field(response, "error_code")
+        code = field_of(response, "error_code")
         if code != ErrorCode.NONE:
             name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
             self.last_error = (code, name)
@@ -292,16 +289,16 @@ class BrokerLifecycleManager:
         self.failed_attempts = 0
         if request.api_key == ApiKey.BROKER_REGISTRATION:
             self.registered = True
-            self.broker_epoch = _field(response, "broker_epoch")
+            self.broker_epoch = field_of(response, "broker_epoch")
             log.info("broker %d registered with epoch %d", self.node_id, self.broker_epoch)
             self._schedule(now_ms)
             return
         self._on_heartbeat(response, now_ms)
 
     def _on_heartbeat(self, response: Any, now_ms: int) -> None:
-        self.fenced_by_controller = bool(_field(response, "is_fenced"))
+        self.fenced_by_controller = bool(field_of(response, "is_fenced"))
         if self.state is LifecycleState.STARTING:
-            if _field(response, "is_caught_up"):
+            if field_of(response, "is_caught_up"):
                 log.info("broker %d caught up with the cluster metadata: STARTING -> RECOVERY", self.node_id)
                 self.state = LifecycleState.RECOVERY
             self._schedule(now_ms + CAUGHT_UP_NEXT_HEARTBEAT_MS)
@@ -311,7 +308,7 @@ class BrokerLifecycleManager:
                 self.state = LifecycleState.RUNNING
             self._schedule(now_ms + self.heartbeat_interval_ms)
         elif self.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN:
-            if _field(response, "should_shut_down"):
+            if field_of(response, "should_shut_down"):
                 self._shut_down("the controller allowed the controlled shutdown")
             else:
                 self._schedule(now_ms + (self.heartbeat_interval_ms if self._got_controlled_shutdown_answer

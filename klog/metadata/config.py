@@ -1084,15 +1084,17 @@ class BrokerConfig(Mapping[str, Any]):
 
 def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
     """Parse topic configs given by a client (CreateTopics/AlterConfigs). Raises ConfigError naming the key."""
-    parsed: dict[str, Any] = {}
-    for key, raw in configs.items():
-        spec = TOPIC_KEYS.get(key)
-        if spec is None:
-            raise ConfigError(key, "unknown topic config")
-        if raw is None:
-            raise ConfigError(key, "null value")
-        parsed[key] = spec.parse(raw)
-    return parsed
+    return {key: _parse_topic_value(key, raw) for key, raw in configs.items()}
+
+
+def _parse_topic_value(key: str, raw: Any) -> Any:
+    """One topic config's parsed value; ConfigError names the key (unknown, null or invalid)."""
+    spec = TOPIC_KEYS.get(key)
+    if spec is None:
+        raise ConfigError(key, "unknown topic config")
+    if raw is None:
+        raise ConfigError(key, "null value")
+    return spec.parse(raw)
 
 
 class TopicConfigError(ValueError):
@@ -1121,7 +1123,7 @@ def check_topic_configs(configs: Mapping[str, str | None], default: Callable[[st
         if key in _NO_EMPTY_ENTRIES and raw.strip() and any(not entry.strip() for entry in raw.split(",")):
             raise TopicConfigError(f"Configuration '{key}' values must not be empty.")
         try:
-            parsed[key] = TOPIC_KEYS[key].parse(raw)
+            parsed[key] = _parse_topic_value(key, raw)
         except ConfigError as exc:
             raise TopicConfigError(exc.kafka_message) from None
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from klog.protocol.errors import ErrorCode
+from klog.protocol.struct import field_of
 
 log = logging.getLogger("klog.broker.loggers")
 
@@ -143,14 +144,10 @@ def in_request_order(resources: list[Any], answered_here: dict[int, Any], decide
     """The answers of a request's resources in its order, as Kafka's ConfigAdminManager reassembles them: those
     this broker answered (by index) among the controller's (by resource: a resource named twice is answered
     here)."""
-    by_resource = {(_field(item, "resource_type"), _field(item, "resource_name")): item for item in decided}
+    by_resource = {(field_of(item, "resource_type"), field_of(item, "resource_name")): item for item in decided}
     ordered = []
     for index, resource in enumerate(resources):
         here = answered_here.get(index)
         ordered.append(here if here is not None
                        else by_resource.pop((resource.resource_type, resource.resource_name), None))
     return [item for item in ordered if item is not None] + [*by_resource.values()]
-
-
-def _field(item: Any, name: str) -> Any:
-    return item[name] if isinstance(item, dict) else getattr(item, name)

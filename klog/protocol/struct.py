@@ -75,3 +75,9 @@ class FileRegion:
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def field_of(obj: Any, name: str, default: Any = None) -> Any:
+    """A field of a decoded message (a Struct) or of the dict a handler, coordinator or controller answered with in
+    its place; ``default`` where it has none."""
+    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)

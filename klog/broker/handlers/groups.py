@@ -18,7 +18,8 @@ from klog.broker import errors
 from klog.broker.groups.api import GROUP_API_KEYS
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
-from klog.broker.handlers.topic_answers import NO_TOPIC_ID, TopicAnswers, field_of, known_partitions
+from klog.broker.handlers.topic_answers import NO_TOPIC_ID, TopicAnswers, known_partitions
+from klog.protocol.struct import field_of
 from klog.metadata.features import GROUP_VERSION, SHARE_VERSION, STREAMS_VERSION
 from klog.protocol.struct import Struct
 

@@ -7,16 +7,12 @@ import uuid
 from typing import Any
 
 from klog.broker import errors
+from klog.protocol.struct import field_of
 
-__all__ = ["NO_TOPIC_ID", "TopicAnswers", "field_of", "known_partitions"]
+__all__ = ["NO_TOPIC_ID", "TopicAnswers", "known_partitions"]
 
 #: the topic id of a topic named by name (KIP-516's zero id)
 NO_TOPIC_ID = uuid.UUID(int=0)
-
-
-def field_of(obj: Any, name: str, default: Any = None) -> Any:
-    """A field of a decoded request or response, or of the dict a handler or coordinator answered with."""
-    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
 
 
 class TopicAnswers:

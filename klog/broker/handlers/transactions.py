@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, cast
 from klog.broker import errors
 from klog.broker.handlers import RequestContext, authz, handler
 from klog.broker.handlers.context import HandlerBroker
-from klog.broker.handlers.topic_answers import TopicAnswers, field_of, known_partitions
+from klog.broker.handlers.topic_answers import TopicAnswers, known_partitions
+from klog.protocol.struct import field_of
 from klog.broker.handlers.leaders import not_led
 from klog.broker.coordinator.runtime import partition_for
 from klog.broker.transactions.operations import ADD_PARTITION, txn_offset_commit_operation
