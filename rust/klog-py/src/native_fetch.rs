@@ -545,7 +545,7 @@ pub(crate) fn serve(
             if !replica
                 && last_fetched_epoch >= 0
                 && last_fetched_epoch != route.leader_epoch
-                && epoch_diverges(&route.log, last_fetched_epoch, fetch_offset)
+                && route.log.consumer_epoch_diverges(last_fetched_epoch, fetch_offset).unwrap_or(true)
             {
                 return Ok(Served::NotServed);
             }
@@ -805,27 +805,6 @@ fn native_fetch<'py>(
         parked: 0,
     };
     Ok(Some(Bound::new(py, outcome)?))
-}
-
-/// Whether a consumer that read records of `last_fetched_epoch` up to `fetch_offset` has diverged
-/// from the log (Kafka's `Partition.readRecords` over `LeaderEpochFileCache.endOffsetFor`, the
-/// Python path's `klog/broker/handlers/fetch.py::_diverged`): the epoch is newer than every one the
-/// log knows, the log knows it only under an older epoch, or it ends before `fetch_offset`. An
-/// unreadable or empty epoch cache counts as diverging (the Python path decides).
-fn epoch_diverges(log: &core::PartitionLog, last_fetched_epoch: i32, fetch_offset: i64) -> bool {
-    let Ok(entries) = log.leader_epoch_entries() else {
-        return true;
-    };
-    // the entries (epoch, start offset) ascend by epoch
-    let (epoch, end) = match entries.iter().position(|&(epoch, _)| epoch > last_fetched_epoch) {
-        None => match entries.last() {
-            Some(&(latest, _)) if latest == last_fetched_epoch => (latest, log.log_end_offset()),
-            _ => return true,
-        },
-        Some(0) => (last_fetched_epoch, entries[0].1),
-        Some(higher) => (entries[higher - 1].0, entries[higher].1),
-    };
-    epoch < last_fetched_epoch || end < fetch_offset
 }
 
 /// The partitions of the session an incremental fetch continues, in read order, with the request's

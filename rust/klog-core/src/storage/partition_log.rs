@@ -861,6 +861,13 @@ impl PartitionLog {
         Ok(self.lock()?.epochs.clone())
     }
 
+    /// Whether a consumer that read records of `last_fetched_epoch` up to `fetch_offset` has
+    /// diverged from this log ([`consumer_epoch_diverges`] over its epochs, without copying them).
+    pub fn consumer_epoch_diverges(&self, last_fetched_epoch: i32, fetch_offset: i64) -> StorageResult<bool> {
+        let st = self.lock()?;
+        Ok(consumer_epoch_diverges(&st.epochs, self.log_end_offset(), last_fetched_epoch, fetch_offset))
+    }
+
     /// Become leader at `epoch`: record that it starts at the log end (Kafka's
     /// `maybeAssignEpochStartOffset`), so the first append of that epoch writes no checkpoint.
     /// No-op when the latest epoch is already `epoch` or newer. The checkpoint is written
@@ -2020,6 +2027,24 @@ pub fn first_record_at_or_after(batch: &[u8], h: &BatchHeader, ts: i64, min_offs
     fallback
 }
 
+/// Whether a consumer that read records of `last_fetched_epoch` up to `fetch_offset` has diverged
+/// from a log whose epochs are `epochs` ((epoch, start offset), ascending) and whose end is
+/// `log_end` (Kafka's `Partition.readRecords` over `LeaderEpochFileCache.endOffsetFor`; the Python
+/// path's `klog/broker/handlers/fetch.py::_diverged` over `LeaderEpochCache.end_offset_for`): the
+/// epoch is newer than every one the log knows, the log knows it only under an older epoch, or it
+/// ends before `fetch_offset`. No epochs at all counts as diverging (the caller's slow path decides).
+pub fn consumer_epoch_diverges(epochs: &[(i32, i64)], log_end: i64, last_fetched_epoch: i32, fetch_offset: i64) -> bool {
+    let (epoch, end) = match epochs.iter().position(|&(epoch, _)| epoch > last_fetched_epoch) {
+        None => match epochs.last() {
+            Some(&(latest, _)) if latest == last_fetched_epoch => (latest, log_end),
+            _ => return true,
+        },
+        Some(0) => (last_fetched_epoch, epochs[0].1),
+        Some(higher) => (epochs[higher - 1].0, epochs[higher].1),
+    };
+    epoch < last_fetched_epoch || end < fetch_offset
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2741,5 +2766,43 @@ mod tests {
         assert_eq!(log.offset_for_timestamp(1500).unwrap(), Some((5, 2000)));
         assert_eq!(log.offset_for_timestamp(3000).unwrap(), None);
         assert_eq!(log.max_timestamp_offset().unwrap(), (9, 2004));
+    }
+
+    // epochs 2 from 0, 5 from 100, 7 from 250; the log ends at 300
+    const EPOCHS: &[(i32, i64)] = &[(2, 0), (5, 100), (7, 250)];
+
+    #[test]
+    fn a_consumer_of_the_latest_epoch_has_not_diverged_up_to_the_log_end() {
+        assert!(!consumer_epoch_diverges(EPOCHS, 300, 7, 300));
+        assert!(!consumer_epoch_diverges(EPOCHS, 300, 7, 260));
+    }
+
+    #[test]
+    fn an_older_epoch_ends_where_the_next_starts() {
+        // epoch 5 ends at 250: a consumer at or below it read no truncated record
+        assert!(!consumer_epoch_diverges(EPOCHS, 300, 5, 250));
+        assert!(!consumer_epoch_diverges(EPOCHS, 300, 5, 120));
+        // past where epoch 5 ended on this log: its records there were truncated
+        assert!(consumer_epoch_diverges(EPOCHS, 300, 5, 251));
+    }
+
+    #[test]
+    fn an_epoch_the_log_knows_only_under_an_older_one_diverges() {
+        // epoch 6 was never this log's: the largest known epoch below it is 5, which is older
+        assert!(consumer_epoch_diverges(EPOCHS, 300, 6, 200));
+        assert!(consumer_epoch_diverges(EPOCHS, 300, 3, 50));
+    }
+
+    #[test]
+    fn an_epoch_older_than_every_known_one_ends_where_the_first_starts() {
+        let epochs = &[(4, 40), (6, 90)];
+        assert!(!consumer_epoch_diverges(epochs, 120, 1, 40));
+        assert!(consumer_epoch_diverges(epochs, 120, 1, 41));
+    }
+
+    #[test]
+    fn an_epoch_newer_than_every_known_one_or_no_epochs_diverges() {
+        assert!(consumer_epoch_diverges(EPOCHS, 300, 8, 300));
+        assert!(consumer_epoch_diverges(&[], 300, 0, 0));
     }
 }
