@@ -60,7 +60,8 @@ def answer_now(coroutine: Coroutine[Any, Any, T]) -> T | Coroutine[Any, Any, T]:
 
 
 async def _finish_in(context: contextvars.Context, coroutine: Coroutine[Any, Any, T], waiting: Any) -> T:
-    return await _Resumed(context, coroutine, waiting)
+    answer: T = await _Resumed(context, coroutine, waiting)
+    return answer
 
 
 class _Resumed:
