@@ -9,10 +9,11 @@ imports every handler module (this package imports none of them, so they may imp
 
 from __future__ import annotations
 
+import contextvars
 import inspect
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from klog.security.principal import ANONYMOUS, KafkaPrincipal
 
@@ -37,6 +38,58 @@ class AnswerWhenReplicated:
 
     def __init__(self, answer: Coroutine[Any, Any, Any]) -> None:
         self.answer = answer
+
+
+T = TypeVar("T")
+
+
+def answer_now(coroutine: Coroutine[Any, Any, T]) -> T | Coroutine[Any, Any, T]:
+    """Runs an asynchronous handler's ``coroutine`` at once, in the caller's turn of the event loop, as a synchronous
+    handler: its answer when it finishes without waiting, else a coroutine that finishes it (a synchronous
+    handler's slow path, which the connection awaits). A request answered so is answered in the read callback
+    instead of waking the connection's task for it (a transactional producer's AddPartitionsToTxn and EndTxn, which
+    wait for nothing when their ``__transaction_state`` partition is not replicated). It runs in a context of its
+    own, as a task would, so context variables it sets (the coordinator runtime's writes per request) are its own
+    from its first step to its last, wherever it resumes."""
+    context = contextvars.copy_context()
+    try:
+        waiting = context.run(coroutine.send, None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    return _finish_in(context, coroutine, waiting)
+
+
+async def _finish_in(context: contextvars.Context, coroutine: Coroutine[Any, Any, T], waiting: Any) -> T:
+    answer: T = await _Resumed(context, coroutine, waiting)
+    return answer
+
+
+class _Resumed:
+    """Awaiting it goes on with a coroutine stopped at ``waiting`` (what it yielded: the future it waits for, or
+    None for a bare yield), each step in ``context``; what the awaiting task is sent or thrown goes to it."""
+
+    __slots__ = ("context", "coroutine", "waiting")
+
+    def __init__(self, context: contextvars.Context, coroutine: Coroutine[Any, Any, Any], waiting: Any) -> None:
+        self.context = context
+        self.coroutine = coroutine
+        self.waiting = waiting
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        run, coroutine, waiting = self.context.run, self.coroutine, self.waiting
+        while True:
+            try:
+                sent = yield waiting
+            except BaseException as exc:  # noqa: BLE001 - a cancellation (or any error) goes to the coroutine
+                try:
+                    waiting = run(coroutine.throw, exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    waiting = run(coroutine.send, sent)
+                except StopIteration as done:
+                    return done.value
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 from klog.broker import errors
-from klog.broker.handlers import RequestContext, authz, handler
+from klog.broker.handlers import RequestContext, answer_now, authz, handler
 from klog.broker.handlers.context import HandlerBroker
 from klog.broker.handlers.topic_answers import TopicAnswers, known_partitions
 from klog.protocol.struct import field_of
@@ -274,9 +274,15 @@ def _denied(broker: HandlerBroker, ctx: RequestContext, request: CoordinatorRequ
     return {"throttle_time_ms": 0, "error_code": code}
 
 
+def _route_now(broker: HandlerBroker, ctx: RequestContext, request: CoordinatorRequest) -> Any:
+    """AddPartitionsToTxn, AddOffsetsToTxn and EndTxn, answered in the read callback when the coordinator waits for
+    nothing (its state write is in the ISR at once), else awaited by the connection (``answer_now``)."""
+    return answer_now(_route(broker, ctx, request))
+
+
 for _key, (_low, _high) in COORDINATOR_APIS.items():
     if _key != 22:   # InitProducerId: producer_ids.py routes the transactional ones here
-        handler(_key, _low, _high)(_route)
+        handler(_key, _low, _high)(_route_now)
 
 
 async def init_transactional_producer_id(broker: HandlerBroker, ctx: RequestContext,

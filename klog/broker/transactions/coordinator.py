@@ -787,7 +787,11 @@ class TransactionCoordinator:
                     continue
                 left.add(tp)
 
-        await asyncio.gather(*(send(node, tps) for node, tps in by_leader.items()))
+        if len(by_leader) == 1:   # the usual case: one leader (no task per leader for gather to make)
+            [(node, tps)] = by_leader.items()
+            await send(node, tps)
+        else:
+            await asyncio.gather(*(send(node, tps) for node, tps in by_leader.items()))
         return left
 
     # -- DescribeTransactions / ListTransactions (kafka-transactions describe / list) -------------------------
