@@ -373,6 +373,12 @@ def _ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
 
+def _table(rows: dict[str, Any], header: str, cells: Callable[[Any, Any, Any], str]) -> list[str]:
+    """A markdown table of a produce table's rows (one per size): ``cells(kafka, klog, row)`` after the size."""
+    return [header, "|" + "---|" * (header.count("|") - 1),
+            *(f"| {n} | {cells(row['kafka'], row['klog'], row)} |" for n, row in rows.items()), ""]
+
+
 def format_table(result: dict[str, Any]) -> str:
     def x(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}×"
@@ -384,26 +390,20 @@ def format_table(result: dict[str, Any]) -> str:
                                                            .values() for v in vs.values()})) + ")")):
         if key not in result:
             continue
-        lines += [f"{client}:", "",
-                  "| records/txn | Kafka MB/s | klog MB/s | klog/Kafka | Kafka commit p50 / p99 ms | "
-                  "klog commit p50 / p99 ms | klog/Kafka p50 | klog/Kafka p99 |", "|---|---|---|---|---|---|---|---|"]
-        for n, row in result[key].items():
-            k, o = row["kafka"], row["klog"]
-            lines.append(f"| {n} | {k['mb_per_s']:.2f} | {o['mb_per_s']:.2f} | {x(row['mb_per_s_ratio'])} | "
-                         f"{k['commit_p50_ms']:.2f} / {k['commit_p99_ms']:.2f} | "
-                         f"{o['commit_p50_ms']:.2f} / {o['commit_p99_ms']:.2f} | {x(row['commit_p50_ratio'])} | "
-                         f"{x(row['commit_p99_ratio'])} |")
-        lines.append("")
+        lines += [f"{client}:", ""]
+        lines += _table(result[key], "| records/txn | Kafka MB/s | klog MB/s | klog/Kafka | Kafka commit p50 / p99 ms | "
+                        "klog commit p50 / p99 ms | klog/Kafka p50 | klog/Kafka p99 |",
+                        lambda k, o, row: f"{k['mb_per_s']:.2f} | {o['mb_per_s']:.2f} | {x(row['mb_per_s_ratio'])} | "
+                                          f"{k['commit_p50_ms']:.2f} / {k['commit_p99_ms']:.2f} | "
+                                          f"{o['commit_p50_ms']:.2f} / {o['commit_p99_ms']:.2f} | "
+                                          f"{x(row['commit_p50_ratio'])} | {x(row['commit_p99_ratio'])}")
         if any(row.get("cores_allow_ratio") for row in result[key].values()):
-            lines += ["CPU per MB written (ms; the client and the broker share the cores):", "",
-                      "| records/txn | Kafka client / broker | klog client / broker | klog/Kafka MB/s | "
-                      "the cores allow |", "|---|---|---|---|---|"]
-            for n, row in result[key].items():
-                k, o = row["kafka"], row["klog"]
-                lines.append(f"| {n} | {k['client_cpu_ms_per_mb']:.2f} / {k['broker_cpu_ms_per_mb']:.2f} | "
-                             f"{o['client_cpu_ms_per_mb']:.2f} / {o['broker_cpu_ms_per_mb']:.2f} | "
-                             f"{x(row['mb_per_s_ratio'])} | {x(row.get('cores_allow_ratio'))} |")
-            lines.append("")
+            lines += ["CPU per MB written (ms; the client and the broker share the cores):", ""]
+            lines += _table(result[key], "| records/txn | Kafka client / broker | klog client / broker | "
+                            "klog/Kafka MB/s | the cores allow |",
+                            lambda k, o, row: f"{k['client_cpu_ms_per_mb']:.2f} / {k['broker_cpu_ms_per_mb']:.2f} | "
+                                              f"{o['client_cpu_ms_per_mb']:.2f} / {o['broker_cpu_ms_per_mb']:.2f} | "
+                                              f"{x(row['mb_per_s_ratio'])} | {x(row.get('cores_allow_ratio'))}")
     if not result["consume"]:
         return "\n".join(lines)
     lines += ["| consume | Kafka MB/s | klog MB/s | klog/Kafka |", "|---|---|---|---|"]
