@@ -25,6 +25,13 @@ one-partition topic. Rounds alternate which broker goes first; the table gives m
   consumer assigned the partition from offset 0 reads CONSUME_RECORDS records with ``isolation.level``
   ``read_committed`` then ``read_uncommitted`` (order alternating by round); MB/s from assign to the last record.
 
+Each produce round also reads the CPU its broker and its client used (``/proc``: the broker process, the Java
+driver's JVM, or for confluent-kafka this process, librdkafka's threads included), per MB written: with the client
+and the broker on the same cores and the cores the limit, a broker's MB/s goes as 1 / (client + broker CPU per MB),
+so the klog/Kafka ratio the cores allow is Kafka's (client + broker) over klog's (``cores_allow``).
+
+``--clients java --sizes 1000`` measures one client and size alone; ``--no-consume`` leaves out the consume rows.
+
 The driver shares the machine's 2 cores with both brokers, so the figures are relative (the ratios), not either
 broker's ceiling. Targets (issue 34: >= 1.5x Kafka's transactional throughput, <= 0.5x its commit p99) are
 reported, not asserted: the machine is shared and the figures are for docs/performance.md ("Transactions").
@@ -32,6 +39,7 @@ reported, not asserted: the machine is shared and the figures are for docs/perfo
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -48,6 +56,7 @@ if str(BENCHES) not in sys.path:  # run as a script: make the sidebyside package
 
 from sidebyside.brokers import LAUNCHERS, RunningBroker, shared_properties  # noqa: E402
 from sidebyside.paired import paired_main  # noqa: E402
+from sidebyside.procstat import cpu_seconds  # noqa: E402
 
 RESULTS = BENCHES / "results" / "transactions.json"
 TOPIC = "txn-bench"
@@ -162,6 +171,10 @@ class JavaProducer:
             raise RuntimeError(f"Java producer: {command!r} -> {line.strip() or 'exited'} (log: {self._log.name})")
         return line.split()
 
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
     def init(self, txn_size: int) -> None:
         self.versions[txn_size] = self._ask(f"init {txn_size}")[1]
 
@@ -232,17 +245,53 @@ def _median_of(samples: list[dict[str, float]]) -> dict[str, float]:
     return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
 
 
+def own_cpu_seconds() -> float:
+    """User + system CPU of this process (all its threads: confluent-kafka's librdkafka ones too), not of its
+    children (the brokers, the Java drivers)."""
+    t = os.times()
+    return t.user + t.system
+
+
+def with_cpu(measure: Callable[[], dict[str, float]], broker_pid: int,
+             client_cpu: Callable[[], float]) -> dict[str, float]:
+    """``measure()``'s figures with the CPU seconds the broker and the client used meanwhile, and each per MB
+    written (ms): what the cores allow (:func:`cores_allow`)."""
+    b0, c0 = cpu_seconds(broker_pid), client_cpu()
+    m = measure()
+    broker_s, client_s = cpu_seconds(broker_pid) - b0, client_cpu() - c0
+    mb = m["records"] * RECORD_SIZE / MB
+    return {**m, "broker_cpu_s": broker_s, "client_cpu_s": client_s,
+            "broker_cpu_ms_per_mb": broker_s / mb * 1e3, "client_cpu_ms_per_mb": client_s / mb * 1e3}
+
+
+def cores_allow(row: dict[str, Any]) -> float | None:
+    """The klog/Kafka MB/s ratio the shared cores allow for a produce row (medians per broker): with the client and
+    the broker on the same cores and the cores the limit, MB/s goes as 1 / (client + broker CPU per MB), so the
+    ratio is Kafka's client + broker CPU per MB over klog's. None: the row has no CPU figures."""
+    try:
+        kafka = row["kafka"]["client_cpu_ms_per_mb"] + row["kafka"]["broker_cpu_ms_per_mb"]
+        klog = row["klog"]["client_cpu_ms_per_mb"] + row["klog"]["broker_cpu_ms_per_mb"]
+    except KeyError:
+        return None
+    return _ratio(kafka, klog)
+
+
 def run(workdir: Path, rounds: int, scale: float, log: Callable[[str], None] = print,
-        clients: tuple[str, ...] = CLIENTS) -> dict[str, Any]:
-    records = max(max(TXN_SIZES), int(RECORDS_PER_ROUND * scale))
+        clients: tuple[str, ...] = CLIENTS, sizes: tuple[int, ...] = TXN_SIZES, consume: bool = True
+        ) -> dict[str, Any]:
+    """The paired rounds of ``clients`` at ``sizes`` records per transaction (a subset of CLIENTS and TXN_SIZES),
+    then, with ``consume``, the consume rows."""
+    clients = tuple(c for c in CLIENTS if c in clients)
+    sizes = tuple(sorted(set(sizes)))
+    records = max(max(sizes), int(RECORDS_PER_ROUND * scale))
     #: records per round of each transaction size
-    records_of = {n: max(records, max(1, int(MIN_COMMITS_PER_ROUND * scale)) * n) for n in TXN_SIZES}
+    records_of = {n: max(records, max(1, int(MIN_COMMITS_PER_ROUND * scale)) * n) for n in sizes}
     to_consume = max(1, min(int(CONSUME_RECORDS * scale), sum(records_of.values())))
     payload = os.urandom(RECORD_SIZE)
     produce: dict[str, dict[int, dict[str, list[dict[str, float]]]]] = {
-        c: {n: {b: [] for b in BROKERS} for n in TXN_SIZES} for c in clients}
-    consume: dict[str, dict[str, list[dict[str, float]]]] = {
-        iso: {b: [] for b in BROKERS} for iso in ("read_committed", "read_uncommitted")}
+        c: {n: {b: [] for b in BROKERS} for n in sizes} for c in clients}
+    consumed_samples: dict[str, dict[str, list[dict[str, float]]]] = {
+        iso: {b: [] for b in BROKERS} for iso in (("read_committed", "read_uncommitted") if consume else ())}
     started, load_at_start = time.time(), os.getloadavg()[0]
     java_versions: dict[str, dict[int, str]] = {}
     with both_brokers(workdir) as brokers, contextlib.ExitStack() as stack:
@@ -251,24 +300,26 @@ def run(workdir: Path, rounds: int, scale: float, log: Callable[[str], None] = p
         rounds_of: dict[tuple[str, str, int], Callable[[int], dict[str, float]]] = {}
         for name, broker in brokers.items():
             if "confluent-kafka" in clients:
-                for n in TXN_SIZES:
+                for n in sizes:
                     producer = transactional_producer(broker, n)
                     stack.callback(producer.close)  # before the brokers stop: no reconnect attempts at exit
                     rounds_of["confluent-kafka", name, n] = (
-                        lambda count, p=producer, n=n: produce_round(p, n, count, payload))
+                        lambda count, p=producer, n=n, b=broker.pid: with_cpu(
+                            lambda: produce_round(p, n, count, payload), b, own_cpu_seconds))
             if "java" in clients:
                 java = JavaProducer(broker, workdir / f"java-producer-{name}.log")
                 stack.callback(java.close)
-                for n in TXN_SIZES:
+                for n in sizes:
                     java.init(n)
-                    rounds_of["java", name, n] = lambda count, j=java, n=n: j.produce_round(n, count)
+                    rounds_of["java", name, n] = lambda count, j=java, n=n, b=broker.pid: with_cpu(
+                        lambda: j.produce_round(n, count), b, lambda: cpu_seconds(j.pid))
                 java_versions[name] = java.versions
             for client in clients:
-                for n in TXN_SIZES:
+                for n in sizes:
                     # Warm-up, not counted: the coordinator's first writes, the JVMs' compilation of the paths.
                     rounds_of[client, name, n](n * max(1, (1000 if client == "java" else 100) // n))
         for r in range(rounds):
-            for i, n in enumerate(TXN_SIZES):
+            for i, n in enumerate(sizes):
                 for client in (clients if r % 2 == 0 else clients[::-1]):
                     for name in (BROKERS if (r + i) % 2 == 0 else BROKERS[::-1]):
                         m = rounds_of[client, name, n](records_of[n])
@@ -276,24 +327,26 @@ def run(workdir: Path, rounds: int, scale: float, log: Callable[[str], None] = p
                         retried = f", {m['aborted']:.0f} aborted and written again" if m.get("aborted") else ""
                         log(f"round {r + 1}/{rounds} {client:15} produce {n:5}/txn {name:5} {m['mb_per_s']:7.2f} MB/s "
                             f"commit p50 {m['commit_p50_ms']:6.2f} ms p99 {m['commit_p99_ms']:6.2f} ms "
-                            f"({m['commits']} txns{retried})")
-            for j, iso in enumerate(consume if r % 2 == 0 else list(consume)[::-1]):
+                            f"({m['commits']} txns{retried}); CPU ms/MB client {m['client_cpu_ms_per_mb']:.2f} "
+                            f"broker {m['broker_cpu_ms_per_mb']:.2f}; load {os.getloadavg()[0]:.1f}")
+            for j, iso in enumerate(consumed_samples if r % 2 == 0 else list(consumed_samples)[::-1]):
                 for name in (BROKERS if (r + j) % 2 == 0 else BROKERS[::-1]):
                     m = consume_round(brokers[name], iso, to_consume)
-                    consume[iso][name].append(m)
+                    consumed_samples[iso][name].append(m)
                     log(f"round {r + 1}/{rounds} consume {iso:16} {name:5} {m['mb_per_s']:7.2f} MB/s")
     tables: dict[str, dict[str, Any]] = {}
     for client in clients:
         table = tables[client] = {}
-        for n in TXN_SIZES:
+        for n in sizes:
             row: dict[str, Any] = {name: _median_of(produce[client][n][name]) for name in BROKERS}
             row["mb_per_s_ratio"] = _ratio(row["klog"]["mb_per_s"], row["kafka"]["mb_per_s"])
+            row["cores_allow_ratio"] = cores_allow(row)
             row["commit_p50_ratio"] = _ratio(row["klog"]["commit_p50_ms"], row["kafka"]["commit_p50_ms"])
             row["commit_p99_ratio"] = _ratio(row["klog"]["commit_p99_ms"], row["kafka"]["commit_p99_ms"])
             table[str(n)] = row
     consumed: dict[str, Any] = {}
-    for iso in consume:
-        row = {name: _median_of(consume[iso][name]) for name in BROKERS}
+    for iso in consumed_samples:
+        row = {name: _median_of(consumed_samples[iso][name]) for name in BROKERS}
         row["mb_per_s_ratio"] = _ratio(row["klog"]["mb_per_s"], row["kafka"]["mb_per_s"])
         consumed[iso] = row
     #: "produce": confluent-kafka's rows (as before the Java client was measured), "produce_java": the Java client's
@@ -303,7 +356,7 @@ def run(workdir: Path, rounds: int, scale: float, log: Callable[[str], None] = p
         "records_per_round_by_size": {str(n): count for n, count in records_of.items()}, "record_size": RECORD_SIZE,
         "consume_records": to_consume,
         "versions": versions, "cpus": os.cpu_count(), "loadavg_1m": [load_at_start, os.getloadavg()[0]],
-        "clients": list(clients)}
+        "clients": list(clients), "sizes": list(sizes)}
     if "confluent-kafka" in tables:
         result["produce"] = tables["confluent-kafka"]
     if "java" in tables:
@@ -312,12 +365,18 @@ def run(workdir: Path, rounds: int, scale: float, log: Callable[[str], None] = p
                                               for name, vs in java_versions.items()}
     result["consume"] = consumed
     result["samples"] = {"produce": {c: {str(n): s for n, s in produce[c].items()} for c in clients},
-                         "consume": consume}
+                         "consume": consumed_samples}
     return result
 
 
 def _ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
+
+
+def _table(rows: dict[str, Any], header: str, cells: Callable[[Any, Any, Any], str]) -> list[str]:
+    """A markdown table of a produce table's rows (one per size): ``cells(kafka, klog, row)`` after the size."""
+    return [header, "|" + "---|" * (header.count("|") - 1),
+            *(f"| {n} | {cells(row['kafka'], row['klog'], row)} |" for n, row in rows.items()), ""]
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -331,16 +390,22 @@ def format_table(result: dict[str, Any]) -> str:
                                                            .values() for v in vs.values()})) + ")")):
         if key not in result:
             continue
-        lines += [f"{client}:", "",
-                  "| records/txn | Kafka MB/s | klog MB/s | klog/Kafka | Kafka commit p50 / p99 ms | "
-                  "klog commit p50 / p99 ms | klog/Kafka p50 | klog/Kafka p99 |", "|---|---|---|---|---|---|---|---|"]
-        for n, row in result[key].items():
-            k, o = row["kafka"], row["klog"]
-            lines.append(f"| {n} | {k['mb_per_s']:.2f} | {o['mb_per_s']:.2f} | {x(row['mb_per_s_ratio'])} | "
-                         f"{k['commit_p50_ms']:.2f} / {k['commit_p99_ms']:.2f} | "
-                         f"{o['commit_p50_ms']:.2f} / {o['commit_p99_ms']:.2f} | {x(row['commit_p50_ratio'])} | "
-                         f"{x(row['commit_p99_ratio'])} |")
-        lines.append("")
+        lines += [f"{client}:", ""]
+        lines += _table(result[key], "| records/txn | Kafka MB/s | klog MB/s | klog/Kafka | Kafka commit p50 / p99 ms | "
+                        "klog commit p50 / p99 ms | klog/Kafka p50 | klog/Kafka p99 |",
+                        lambda k, o, row: f"{k['mb_per_s']:.2f} | {o['mb_per_s']:.2f} | {x(row['mb_per_s_ratio'])} | "
+                                          f"{k['commit_p50_ms']:.2f} / {k['commit_p99_ms']:.2f} | "
+                                          f"{o['commit_p50_ms']:.2f} / {o['commit_p99_ms']:.2f} | "
+                                          f"{x(row['commit_p50_ratio'])} | {x(row['commit_p99_ratio'])}")
+        if any(row.get("cores_allow_ratio") for row in result[key].values()):
+            lines += ["CPU per MB written (ms; the client and the broker share the cores):", ""]
+            lines += _table(result[key], "| records/txn | Kafka client / broker | klog client / broker | "
+                            "klog/Kafka MB/s | the cores allow |",
+                            lambda k, o, row: f"{k['client_cpu_ms_per_mb']:.2f} / {k['broker_cpu_ms_per_mb']:.2f} | "
+                                              f"{o['client_cpu_ms_per_mb']:.2f} / {o['broker_cpu_ms_per_mb']:.2f} | "
+                                              f"{x(row['mb_per_s_ratio'])} | {x(row.get('cores_allow_ratio'))}")
+    if not result["consume"]:
+        return "\n".join(lines)
     lines += ["| consume | Kafka MB/s | klog MB/s | klog/Kafka |", "|---|---|---|---|"]
     for iso, row in result["consume"].items():
         lines.append(f"| {iso} | {row['kafka']['mb_per_s']:.2f} | {row['klog']['mb_per_s']:.2f} | "
@@ -374,9 +439,29 @@ def test_transactions_short(benchmark: Any, tmp_path: Path) -> None:
             assert row[broker]["records"] >= result["consume_records"], f"{broker} {iso}: records missing"
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """This bench's own options (passed to :func:`run`): which clients and sizes to measure, and the consume rows."""
+    parser.add_argument("--clients", type=_choices(CLIENTS, str), default=CLIENTS,
+                        help=f"comma-separated, of {','.join(CLIENTS)} (default: all)")
+    parser.add_argument("--sizes", type=_choices(TXN_SIZES, int), default=TXN_SIZES,
+                        help=f"records per transaction, comma-separated, of {','.join(map(str, TXN_SIZES))}")
+    parser.add_argument("--no-consume", dest="consume", action="store_false",
+                        help="leave out the read_committed and read_uncommitted rows")
+
+
+def _choices(allowed: tuple[Any, ...], kind: Callable[[str], Any]) -> Callable[[str], tuple[Any, ...]]:
+    def parse(text: str) -> tuple[Any, ...]:
+        chosen = tuple(kind(v) for v in text.split(",") if v)
+        unknown = [v for v in chosen if v not in allowed]
+        if unknown or not chosen:
+            raise argparse.ArgumentTypeError(f"{text!r}: choose from {','.join(map(str, allowed))}")
+        return chosen
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     return paired_main(argv, doc=__doc__, run=run, format_table=format_table, results=RESULTS,
-                       short_scale=SHORT_SCALE, rounds=5, prefix="txnbench-")
+                       short_scale=SHORT_SCALE, rounds=5, prefix="txnbench-", add_arguments=add_arguments)
 
 
 if __name__ == "__main__":

@@ -237,3 +237,48 @@ def test_the_many_connections_ceiling_is_the_cores_shared_by_broker_and_load_gen
     text = format_many(many)
     assert "at most **1.75×**" in text and "at most **1.94×**" in text
     assert "klog's µs CPU per request by thread: klog-broker 6.0, klog-front 4.0." in text
+
+
+def test_the_transactions_bench_measures_the_clients_and_sizes_it_is_given() -> None:
+    import argparse
+
+    import bench_transactions as bt
+
+    parser = argparse.ArgumentParser()
+    bt.add_arguments(parser)
+    everything = vars(parser.parse_args([]))
+    assert everything == {"clients": bt.CLIENTS, "sizes": bt.TXN_SIZES, "consume": True}
+    java_at_1000 = vars(parser.parse_args(["--clients", "java", "--sizes", "1000", "--no-consume"]))
+    assert java_at_1000 == {"clients": ("java",), "sizes": (1000,), "consume": False}
+    assert parser.parse_args(["--sizes", "100,10"]).sizes == (100, 10)
+    for wrong in (["--clients", "kafkajs"], ["--sizes", "5"], ["--sizes", ""]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(wrong)
+
+
+def test_a_paired_bench_passes_its_own_options_to_its_run(tmp_path: Path) -> None:
+    import bench_transactions as bt
+    from sidebyside.paired import paired_main
+
+    seen: list[tuple[int, float, dict[str, object]]] = []
+
+    def run(workdir: Path, rounds: int, scale: float, log: object, **options: object) -> dict[str, object]:
+        seen.append((rounds, scale, options))
+        return {"rounds": rounds}
+
+    out = tmp_path / "result.json"
+    assert paired_main(["--rounds", "2", "--clients", "java", "--sizes", "1000", "--out", str(out)], doc=None,
+                       run=run, format_table=lambda result: "", results=out, short_scale=0.2, rounds=5,
+                       prefix="paired-test-", add_arguments=bt.add_arguments) == 0
+    assert seen == [(2, 1.0, {"clients": ("java",), "sizes": (1000,), "consume": True})]
+    assert out.exists()
+
+
+def test_the_cores_allow_kafkas_client_and_broker_cpu_per_mb_over_klogs() -> None:
+    import bench_transactions as bt
+
+    row = {"kafka": {"client_cpu_ms_per_mb": 5.0, "broker_cpu_ms_per_mb": 7.0},
+           "klog": {"client_cpu_ms_per_mb": 4.0, "broker_cpu_ms_per_mb": 2.0}}
+    # (5 + 7) / (4 + 2): on shared cores the client's own 4-5 ms/MB caps klog's lead at 2x, whatever its broker
+    assert bt.cores_allow(row) == pytest.approx(2.0)
+    assert bt.cores_allow({"kafka": {"mb_per_s": 1.0}, "klog": {"mb_per_s": 2.0}}) is None
