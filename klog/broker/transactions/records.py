@@ -16,6 +16,7 @@ from enum import IntEnum
 from typing import Any
 
 from klog.protocol import ProtocolError
+from klog.protocol.codegen import uvarint
 from klog.protocol.data import TRANSACTION_LOG_KEY_SCHEMA, TRANSACTION_LOG_VALUE_SCHEMA, decode_data, encode_data
 
 _INT16 = struct.Struct(">h")
@@ -139,20 +140,10 @@ def encode_value_generic(metadata: TxnMetadata, version: int, previous_producer_
 #: value v0/v1 up to the partitions: version, producer id, producer epoch, transaction timeout, status
 _VALUE_HEAD = struct.Struct(">hqhib")
 _INT64_PAIR = struct.Struct(">qq")
-_INT16_BE = struct.Struct(">h")
-_INT32_BE = struct.Struct(">i")
+_INT32 = struct.Struct(">i")
 #: a tagged field: tag, size (both one-byte varints here), value
 _TAG_INT64 = struct.Struct(">BBq")
 _TAG_INT16 = struct.Struct(">BBh")
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 @functools.lru_cache(maxsize=1024)   # a producer's transactions add the same partitions again and again
@@ -162,12 +153,12 @@ def _encoded_partitions(partitions: frozenset[tuple[str, int]], flexible: bool) 
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(partitions):
         by_topic.setdefault(topic, []).append(partition)
-    out = [_uvarint(len(by_topic) + 1) if flexible else _INT32_BE.pack(len(by_topic))]
+    out = [uvarint(len(by_topic) + 1) if flexible else _INT32.pack(len(by_topic))]
     for topic, ids in by_topic.items():
         name = topic.encode()
-        out.append(_uvarint(len(name) + 1) if flexible else _INT16_BE.pack(len(name)))
+        out.append(uvarint(len(name) + 1) if flexible else _INT16.pack(len(name)))
         out.append(name)
-        out.append(_uvarint(len(ids) + 1) if flexible else _INT32_BE.pack(len(ids)))
+        out.append(uvarint(len(ids) + 1) if flexible else _INT32.pack(len(ids)))
         out.append(struct.pack(f">{len(ids)}i", *ids))
         if flexible:
             out.append(b"\x00")   # the topic entry's tagged fields: none
