@@ -384,9 +384,9 @@ async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: Fetc
     return response
 
 
-def _response(broker: HandlerBroker, ctx: RequestContext, answers: list[tuple[PartitionKey, FetchResponsePartitionData]],
-              session_id: int, uses_topic_ids: bool, names: dict[PartitionKeyTopic, str | None],
-              leaders: set[int]) -> FetchResponse:
+def _response(broker: HandlerBroker, ctx: RequestContext,
+              answers: list[tuple[PartitionKey, FetchResponsePartitionData]], session_id: int, uses_topic_ids: bool,
+              names: dict[PartitionKeyTopic, str | None], leaders: set[int]) -> FetchResponse:
     response: FetchResponse = {"throttle_time_ms": 0, "error_code": errors.NONE, "session_id": session_id,
                                "responses": _by_topic(answers, uses_topic_ids, names)}
     if leaders and ctx.api_version >= 16:
