@@ -63,10 +63,13 @@ def test_a_follower_answers_not_leader_or_follower_with_the_leader_it_knows() ->
     assert p["leader_id"] == 1 and p["current_voters"] == [] and r["nodes"] == []
 
 
-def test_another_partition_than_the_metadata_log_is_unknown() -> None:
-    other = Struct(topics=[Struct(topic_name="orders", partitions=[Struct(partition_index=0)])])
+def test_another_partition_than_the_metadata_log_is_unknown_on_each_partition_named() -> None:
+    other = Struct(topics=[Struct(topic_name="orders", partitions=[Struct(partition_index=i) for i in (0, 3)])])
     answer = describe_quorum_response(_status(is_leader=True), other)
-    assert answer["error_code"] == ErrorCode["UNKNOWN_TOPIC_OR_PARTITION"]
+    assert answer["error_code"] == 0
+    assert [(t["topic_name"], [(p["partition_index"], p["error_code"]) for p in t["partitions"]])
+            for t in answer["topics"]] == [("orders", [(0, ErrorCode["UNKNOWN_TOPIC_OR_PARTITION"]),
+                                                       (3, ErrorCode["UNKNOWN_TOPIC_OR_PARTITION"])])]
 
 
 def test_a_single_voter_leads_its_quorum_of_one_at_its_committed_end() -> None:

@@ -104,20 +104,19 @@ class FetchPartition:
         self.last_fetched_epoch = new.last_fetched_epoch
         self.log_start_offset = new.log_start_offset
 
-    def must_answer(self, answer: Mapping[str, Any]) -> bool:
+    def would_answer(self, answer: Mapping[str, Any]) -> bool:
         """Whether an incremental fetch's answer includes this partition (Kafka's
-        ``CachedPartition.maybeUpdateResponseData``), remembering what it tells the client."""
-        must = bool(answer["records"])
-        if answer["high_watermark"] != self.answered_high_watermark:
-            self.answered_high_watermark = answer["high_watermark"]
-            must = True
-        if answer["log_start_offset"] != self.answered_log_start_offset:
-            self.answered_log_start_offset = answer["log_start_offset"]
-            must = True
-        if answer["error_code"]:
-            self.answered_high_watermark = -1   # answered again once the error is gone
-            must = True
-        return must or answer["preferred_read_replica"] >= 0 or "diverging_epoch" in answer
+        ``CachedPartition.maybeUpdateResponseData``)."""
+        return bool(answer["records"]) or answer["high_watermark"] != self.answered_high_watermark \
+            or answer["log_start_offset"] != self.answered_log_start_offset or bool(answer["error_code"]) \
+            or answer["preferred_read_replica"] >= 0 or "diverging_epoch" in answer
+
+    def must_answer(self, answer: Mapping[str, Any]) -> bool:
+        """:meth:`would_answer`, remembering what the answer tells the client."""
+        must = self.would_answer(answer)
+        self.answered_high_watermark = -1 if answer["error_code"] else answer["high_watermark"]   # -1: answered
+        self.answered_log_start_offset = answer["log_start_offset"]                            # again once fixed
+        return must
 
 
 @dataclass(eq=False, slots=True)
@@ -328,6 +327,14 @@ class FetchContext:
         session.last_used_ms = now_ms
         session.epoch = next_epoch(session.epoch)
         return cls(list(session.partitions.items()), session=session)
+
+    def would_answer(self, answers: list[tuple[PartitionKey, Answer]]) -> list[tuple[PartitionKey, Answer]]:
+        """The partition answers :meth:`answer` would keep, changing nothing (what a throttled fetch weighs)."""
+        session = self.session
+        if session is None:
+            return answers
+        return [(key, answer) for key, answer in answers
+                if (cached := session.partitions.get(key)) is not None and cached.would_answer(answer)]
 
     def answer(self, cache: FetchSessionCache, answers: list[tuple[PartitionKey, Answer]], *,
                privileged: bool, uses_topic_ids: bool, now_ms: int) -> tuple[int, list[tuple[PartitionKey, Answer]]]:

@@ -53,9 +53,17 @@ class QuotaControl:
         """A produce request of ``nbytes``: its throttle time (ms) by ``producer_byte_rate``."""
         return self.produce_quota.record(principal.name, client_id or "", nbytes, now_ms)
 
+    def limits_fetch(self, principal: KafkaPrincipal, client_id: str | None) -> bool:
+        """Whether a ``consumer_byte_rate`` quota applies to the client's fetches."""
+        return self.fetch_quota.applies(principal.name, client_id or "")
+
     def fetch(self, principal: KafkaPrincipal, client_id: str | None, nbytes: int, now_ms: float) -> int:
-        """A consumer's fetch response of ``nbytes``: its throttle time by ``consumer_byte_rate``."""
-        return self.fetch_quota.record(principal.name, client_id or "", nbytes, now_ms)
+        """A consumer's fetch response of ``nbytes``: its throttle time by ``consumer_byte_rate``. A throttled
+        fetch is answered empty, so its bytes are taken back (Kafka's ``unrecordQuotaSensor``)."""
+        throttle = self.fetch_quota.record(principal.name, client_id or "", nbytes, now_ms)
+        if throttle:
+            self.fetch_quota.record(principal.name, client_id or "", -nbytes, now_ms, judge=False)
+        return throttle
 
     def request(self, principal: KafkaPrincipal, client_id: str | None, handler_s: float, now_ms: float) -> int:
         """``handler_s`` seconds of request handling: its throttle time by ``request_percentage``."""

@@ -4,8 +4,9 @@
 Pure part: :class:`QuorumStatus` (a snapshot of the raft member's state) -> response dicts, as Kafka's
 ``KafkaRaftClient.handleDescribeQuorumRequest`` builds them: only the leader describes the quorum (others answer
 NOT_LEADER_OR_FOLLOWER at the partition level), a request for another partition than ``__cluster_metadata-0`` gets
-UNKNOWN_TOPIC_OR_PARTITION at the top level. IO part: :func:`serve_kafka_connection`, used by the raft driver for a
-controller-listener connection that does not start with the raft preamble.
+UNKNOWN_TOPIC_OR_PARTITION on each partition it names (``DescribeQuorumRequest.getPartitionLevelErrorResponse``).
+IO part: :func:`serve_kafka_connection`, used by the raft driver for a controller-listener connection that does not
+start with the raft preamble.
 
 Static quorums (``controller.quorum.voters``, kraft.version 0) carry no directory ids: Kafka reports the zero
 UUID for every voter then, and so does klog. In a formatted (dynamic) quorum every voter is reported with its
@@ -201,9 +202,16 @@ def describe_quorum_response(status: QuorumStatus | None, request: DescribeQuoru
     ``status`` None: this process has no quorum member (answered as Kafka's broker without a raft client)."""
     topics = list(getattr(request, "topics", None) or [])
     wanted = [(t.topic_name, [p.partition_index for p in (t.partitions or [])]) for t in topics]
-    if status is None or wanted != [(METADATA_TOPIC, [METADATA_PARTITION])]:
-        code = UNKNOWN_TOPIC_OR_PARTITION if status is not None else NOT_LEADER_OR_FOLLOWER
-        return {"error_code": code, "error_message": _message(code), "topics": [], "nodes": []}
+    if status is None:
+        return {"error_code": NOT_LEADER_OR_FOLLOWER, "error_message": _message(NOT_LEADER_OR_FOLLOWER),
+                "topics": [], "nodes": []}
+    if wanted != [(METADATA_TOPIC, [METADATA_PARTITION])]:   # each partition named refused, as Kafka's
+        refused: DescribeQuorumResponsePartitionData = {
+            "error_code": UNKNOWN_TOPIC_OR_PARTITION, "error_message": _message(UNKNOWN_TOPIC_OR_PARTITION),
+            "leader_id": 0, "leader_epoch": 0, "high_watermark": 0, "current_voters": [], "observers": []}
+        return {"error_code": NONE, "error_message": "", "nodes": [], "topics": [
+            {"topic_name": name, "partitions": [{**refused, "partition_index": p} for p in partitions]}
+            for name, partitions in wanted]}
     partition: DescribeQuorumResponsePartitionData = {"partition_index": METADATA_PARTITION}
     if not status.is_leader:
         partition.update({"error_code": NOT_LEADER_OR_FOLLOWER, "error_message": _message(NOT_LEADER_OR_FOLLOWER),
@@ -211,13 +219,13 @@ def describe_quorum_response(status: QuorumStatus | None, request: DescribeQuoru
                           "current_voters": [], "observers": []})
         nodes: list[DescribeQuorumResponseNode] = []
     else:
-        partition.update({"error_code": NONE, "error_message": None, "leader_id": status.leader_id,
+        partition.update({"error_code": NONE, "error_message": "", "leader_id": status.leader_id,
                           "leader_epoch": status.leader_epoch, "high_watermark": status.high_watermark,
                           "current_voters": [_replica(r, status.directory_ids) for r in status.voters],
                           "observers": [_replica(r) for r in status.observers]})
         nodes = [{"node_id": v.node_id, "listeners": [{"name": status.listener_name, "host": v.host, "port": v.port}]}
                  for v in sorted(status.endpoints.values(), key=lambda v: v.node_id)]
-    return {"error_code": NONE, "error_message": None,
+    return {"error_code": NONE, "error_message": "",
             "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}], "nodes": nodes}
 
 

@@ -114,7 +114,11 @@ def _check(update: FeatureUpdate, current: int, proposed: Mapping[str, int], nod
         return FeatureUpdateError(ErrorCode.INVALID_UPDATE_VERSION,
                                   f"Unsupported metadata.version downgrade from {current} to {level}. {why}")
     feature = FEATURES.get(name)
-    for dependency, needed in (feature.dependencies.get(level, {}) if feature else {}).items():
+    if feature is None:
+        if name != METADATA_VERSION:   # level 0 of a feature no node knows (Kafka's Feature.featureFromName)
+            return _invalid(name, level, f"Feature {name} not found.")
+        return None
+    for dependency, needed in feature.dependencies.get(level, {}).items():
         if proposed.get(dependency, 0) < needed:
             return _invalid(name, level, f"{name} could not be set to {level} because it depends on {dependency} "
                                          f"level {needed}")

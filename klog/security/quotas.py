@@ -256,8 +256,13 @@ class QuotaManager:
         self._quotas = quotas
         self.enabled = any(self.key in values for values in quotas.values())
 
-    def record(self, user: str, client_id: str, value: float, now_ms: float) -> int:
-        """Record ``value`` for the client; the throttle time in ms its request earns (0: within its quota)."""
+    def applies(self, user: str, client_id: str) -> bool:
+        """Whether the client has a quota of this key."""
+        return self.enabled and resolve_quota(self._quotas, self.key, user, client_id)[0] is not None
+
+    def record(self, user: str, client_id: str, value: float, now_ms: float, *, judge: bool = True) -> int:
+        """Record ``value`` for the client; the throttle time in ms its request earns (0: within its quota).
+        ``judge=False``: record only (a negative value takes back what a request no longer uses), 0."""
         if not self.enabled:
             return 0
         bound, metric = resolve_quota(self._quotas, self.key, user, client_id)
@@ -272,6 +277,8 @@ class QuotaManager:
             rate = entry[0]
         self._rates[metric] = (rate, now_ms)
         rate.record(value, now_ms)
+        if not judge:
+            return 0
         measured = rate.measure(now_ms)
         if measured <= bound:
             return 0

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from klog.broker.partitions import PartitionManager
     from klog.broker.producer_id_blocks import LocalProducerIdManager, RpcProducerIdManager
     from klog.broker.producer_state import ProducerStateManager
+    from klog.broker.quotas import QuotaControl
     from klog.broker.replication.manager import ReplicaManager
     from klog.broker.replication.throttle import ReplicationThrottle
     from klog.broker.security import InterBrokerConnector
@@ -78,6 +79,8 @@ class HandlerBroker(Protocol):
     leader_throttle: ReplicationThrottle
     #: the KIP-227 fetch sessions
     fetch_sessions: FetchSessionCache
+    #: the client quotas (a consumer_byte_rate throttled fetch is answered empty)
+    quotas: QuotaControl
     #: KIP-932: share-partitions of the partitions this broker leads, and the share sessions fetching them
     share_partitions: SharePartitionManager
     share_sessions: dict[tuple[str, str], ShareSession]

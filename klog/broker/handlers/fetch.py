@@ -38,6 +38,7 @@ from klog.broker.handlers.leaders import current_leader, leader_endpoints
 from klog.broker.handlers.list_offsets import epoch_end_offset
 
 from klog.broker.partitions import leader_epoch_error
+from klog.protocol import ApiKey, encode_response
 
 if TYPE_CHECKING:
     from klog._native import PartitionLog
@@ -109,16 +110,18 @@ def _diverged(broker: HandlerBroker, name: str, index: int, log_: PartitionLog, 
 def _requested(request: FetchRequest, uses_topic_ids: bool) -> tuple[list[tuple[PartitionKey, FetchPartition]],
                                                               list[PartitionKey]]:
     """The partitions a Fetch names, in order, and those its ``forgotten_topics_data`` drops from its session;
-    topics by id from v13, by name before."""
-    requested: list[tuple[PartitionKey, FetchPartition]] = []
+    topics by id from v13, by name before. A partition named twice is read once, at its first place with its last
+    entry (Kafka's FetchRequest keys them in a LinkedHashMap)."""
+    requested: dict[PartitionKey, FetchPartition] = {}
     for topic in request.topics:
         topic_key = topic.topic_id if uses_topic_ids else topic.topic
-        requested.extend(((topic_key, p.partition), FetchPartition.of(p)) for p in topic.partitions)
+        for p in topic.partitions:
+            requested[(topic_key, p.partition)] = FetchPartition.of(p)
     forgotten: list[PartitionKey] = []
     for topic in getattr(request, "forgotten_topics_data", None) or ():
         topic_key = topic.topic_id if uses_topic_ids else topic.topic
         forgotten.extend((topic_key, index) for index in topic.partitions)
-    return requested, forgotten
+    return list(requested.items()), forgotten
 
 
 def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[PartitionKey, FetchPartition]],
@@ -361,6 +364,12 @@ async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: Fetc
                                                         max_bytes, version, leaders, judged, names, denied)
             break
         await asyncio.sleep(0)
+    if replica_id < 0 and broker.quotas.limits_fetch(ctx.principal, ctx.header.client_id):
+        throttle = _consumer_byte_throttle(broker, ctx, _response(
+            broker, ctx, context.would_answer(answers), INVALID_SESSION_ID, uses_topic_ids, names, leaders))
+        if throttle:   # Kafka's getThrottledResponse: nothing read is sent, no session opens (one continued stays)
+            return {"throttle_time_ms": throttle, "error_code": errors.NONE, "responses": [],
+                    "session_id": INVALID_SESSION_ID if context.session is None else context.session.id}
     session_id, answers = context.answer(sessions, answers, privileged=replica_id >= 0,
                                          uses_topic_ids=uses_topic_ids, now_ms=_now_ms())
     # a rack-aware consumer's session stays here (replica.selector.class may send it to a follower)
@@ -369,10 +378,24 @@ async def handle_fetch(broker: HandlerBroker, ctx: RequestContext, request: Fetc
     if session_id != INVALID_SESSION_ID and sessions.native is not None and not rack_aware:
         # the native Fetch path serves the session's next incremental fetches if every partition is routed to it
         sessions.hand_over(context.session or sessions.sessions[session_id])
-    responses = _by_topic(answers, uses_topic_ids, names)
+    response = _response(broker, ctx, answers, session_id, uses_topic_ids, names, leaders)
     if broker.metrics is not None:
-        broker.metrics.fetched(responses)
-    response: FetchResponse = {"throttle_time_ms": 0, "error_code": errors.NONE, "session_id": session_id, "responses": responses}
+        broker.metrics.fetched(response["responses"])
+    return response
+
+
+def _response(broker: HandlerBroker, ctx: RequestContext,
+              answers: list[tuple[PartitionKey, FetchResponsePartitionData]], session_id: int, uses_topic_ids: bool,
+              names: dict[PartitionKeyTopic, str | None], leaders: set[int]) -> FetchResponse:
+    response: FetchResponse = {"throttle_time_ms": 0, "error_code": errors.NONE, "session_id": session_id,
+                               "responses": _by_topic(answers, uses_topic_ids, names)}
     if leaders and ctx.api_version >= 16:
         response["node_endpoints"] = leader_endpoints(broker, ctx.listener, leaders)
     return response
+
+
+def _consumer_byte_throttle(broker: HandlerBroker, ctx: RequestContext, response: FetchResponse) -> int:
+    """The throttle time ``consumer_byte_rate`` gives the consumer for ``response`` (its encoded size); a throttled
+    fetch is answered empty and its bytes are not counted (Kafka's KafkaApis.handleFetchRequest)."""
+    size = int.from_bytes(encode_response(ApiKey.FETCH, ctx.api_version, ctx.header.correlation_id, response)[0], "big")
+    return broker.quotas.fetch(ctx.principal, ctx.header.client_id, size, time.monotonic() * 1000)

@@ -204,6 +204,10 @@ def handle_describe_topic_partitions(broker: HandlerBroker, ctx: RequestContext,
     next request's cursor starts (Kafka's DescribeTopicPartitionsRequestHandler)."""
     image = broker.metadata.image
     limit = max(1, min(request.response_partition_limit, MAX_DESCRIBE_TOPIC_PARTITIONS))
+    if any(not t.name for t in request.topics):
+        # Kafka's authorizer throws on an empty resource name: the request fails, each topic named with it
+        return {"throttle_time_ms": 0, "next_cursor": None,
+                "topics": [_error_topic(t.name, errors.UNKNOWN_SERVER_ERROR) for t in request.topics]}
     if request.topics:
         requested = sorted({t.name for t in request.topics})
         hidden = set(requested) - authz.filter_allowed(broker, ctx, _DESCRIBE, _TOPIC, requested)
@@ -232,7 +236,7 @@ def handle_describe_topic_partitions(broker: HandlerBroker, ctx: RequestContext,
             topics.append(_error_topic(name, errors.TOPIC_AUTHORIZATION_FAILED))
             continue
         if topic is None:   # with the operations the principal would have on it, as Kafka's
-            topics.append({**_error_topic(name, errors.UNKNOWN_TOPIC_OR_PARTITION),
+            topics.append({**_error_topic(name, _unknown_topic_error(name)),
                            "topic_authorized_operations": authz.authorized_operations(broker, ctx, _TOPIC, name)})
             continue
         indexes = [p for p in sorted(topic.partitions) if p >= start]
@@ -251,6 +255,15 @@ def handle_describe_topic_partitions(broker: HandlerBroker, ctx: RequestContext,
             next_cursor = {"topic_name": name, "partition_index": indexes[len(taken)]}
             break
     return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
+
+
+def _unknown_topic_error(name: str) -> int:
+    """A topic the image lacks: INVALID_TOPIC_EXCEPTION when no topic can have its name (Kafka's metadata cache)."""
+    try:
+        validate_topic_name(name)
+    except TopicError as exc:
+        return exc.code
+    return errors.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def _error_topic(name: str, code: int) -> DescribeTopicPartitionsResponseTopic:

@@ -76,11 +76,15 @@ class _ProducePolicy:
     """A topic's configs that every Produce checks, read once per config change instead of per partition."""
 
     # min.insync.replicas is not here: the leader's replication state owns that rule (check_acks_all)
-    __slots__ = ("max_message_bytes", "create_time", "before_max_ms", "after_max_ms", "compacted", "compression",
-                 "compression_level")
+    __slots__ = ("max_message_bytes", "segment_bytes", "create_time", "before_max_ms", "after_max_ms", "compacted",
+                 "compression", "compression_level")
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.max_message_bytes: int = config["max.message.bytes"]
+        #: a stored batch larger than this is RECORD_LIST_TOO_LARGE, as on Kafka (no segment could hold it); None
+        #: for the segment.bytes below Kafka's 1 MiB minimum klog also takes: a large batch fills a segment alone
+        self.segment_bytes: int | None = config["segment.bytes"] \
+            if config["segment.bytes"] >= KAFKA_MIN_SEGMENT_BYTES else None
         self.create_time: bool = config["message.timestamp.type"] == "CreateTime"
         self.before_max_ms: int = config["message.timestamp.before.max.ms"]
         self.after_max_ms: int = config["message.timestamp.after.max.ms"]
@@ -136,8 +140,10 @@ class _Rejections:
 _rejections = _Rejections()
 
 
-#: a refused batch: (error code, message, record_errors)
-Refusal = tuple[int, str, list["ProduceResponseBatchIndexAndErrorMessage"]]
+#: a refused batch: (error code, message (None: Kafka sends none), record_errors)
+Refusal = tuple[int, str | None, list["ProduceResponseBatchIndexAndErrorMessage"]]
+#: Kafka 4's smallest segment.bytes (LogConfig's atLeast(1024 * 1024))
+KAFKA_MIN_SEGMENT_BYTES = 1 << 20
 
 
 def _check(records: RequestRecords | bytes, version: int, policy: _ProducePolicy, limits: _ValidationLimits, now_ms: int,
@@ -149,7 +155,7 @@ def _check(records: RequestRecords | bytes, version: int, policy: _ProducePolicy
     recompress = {} if policy.compression is None else {
         "compression": policy.compression, "compression_level": policy.compression_level}
     try:
-        return validate_produce_batch(
+        batch = validate_produce_batch(
             records, version=version, max_message_bytes=policy.max_message_bytes, compacted=policy.compacted,
             create_time=policy.create_time, now_ms=now_ms, before_max_ms=policy.before_max_ms,
             after_max_ms=policy.after_max_ms, max_decompressed_bytes=limits.max_decompressed_bytes,
@@ -166,6 +172,9 @@ def _check(records: RequestRecords | bytes, version: int, policy: _ProducePolicy
         return errors.UNSUPPORTED_COMPRESSION_TYPE, str(exc), []
     except RecordTooLargeError as exc:
         return errors.MESSAGE_TOO_LARGE, str(exc), []
+    if batch is not None and policy.segment_bytes is not None and batch.size > policy.segment_bytes:
+        return errors.RECORD_LIST_TOO_LARGE, None, []   # Kafka's UnifiedLog.append, after the batch's checks
+    return batch
 
 
 class _ValidationLimits:
@@ -573,6 +582,8 @@ def _route_natively(broker: HandlerBroker, name: str, index: int) -> None:
     if topic is None or topic.internal:   # internal topics: only the admin client may write them (checked here)
         return
     policy = _policy(topic)
+    if policy.segment_bytes is not None and policy.segment_bytes < policy.max_message_bytes:
+        return   # the native path knows no segment bound: batches between the two are refused here
     manager.learn_native_route(name, index, replicated=broker.replicas.is_replicated(name, index),
                                max_message_bytes=policy.max_message_bytes, compacted=policy.compacted,
                                create_time=policy.create_time, before_max_ms=policy.before_max_ms,

@@ -696,7 +696,7 @@ class Connection(asyncio.BufferedProtocol):
             answers.store(self.listener_name, frame, image, chunks)
             continuation = self.writer.send(chunks)
         else:
-            continuation = self._respond(response, header, request)
+            continuation = self._respond(response, header)
         if auth is not None and auth.close_after_answer:
             self.close(f"{auth.close_reason} (client {header.client_id!r})", graceful=True)
             return None
@@ -932,7 +932,7 @@ class Connection(asyncio.BufferedProtocol):
         except CloseConnection as exc:
             self.close(f"{exc} (client {header.client_id!r})", graceful=True)
             return
-        continuation = self._respond(response, header, request)
+        continuation = self._respond(response, header)
         auth = self.auth
         if auth is not None and auth.close_after_answer:
             self.close(f"{auth.close_reason} (client {header.client_id!r})", graceful=True)
@@ -946,7 +946,7 @@ class Connection(asyncio.BufferedProtocol):
         if continuation is not None:
             await continuation
 
-    def _respond(self, response: Any, header: Any, request: Any = None) -> Coroutine[Any, Any, None] | None:
+    def _respond(self, response: Any, header: Any) -> Coroutine[Any, Any, None] | None:
         # the throttle time the request earned (its connection is muted already; acks=0: no answer, muted all the
         # same)
         throttle = self._throttles.pop(header.correlation_id, 0) if self._throttles else 0
@@ -960,20 +960,14 @@ class Connection(asyncio.BufferedProtocol):
             if decided > throttle:
                 self._mute(decided)
                 throttle = decided
-        chunks = encode_response(header.api_key, header.api_version, header.correlation_id, response)
-        if header.api_key == FETCH_KEY and request is not None:
-            quotas = self.broker.state.quotas
-            if quotas.enabled and not _replica_fetch(request):   # consumer_byte_rate: the response's size
-                fetch_throttle = quotas.fetch(self._principal(), header.client_id, int.from_bytes(chunks[0], "big"),
-                                              time.monotonic() * 1000)
-                if fetch_throttle:
-                    self._mute(fetch_throttle)
-                    throttle = max(throttle, fetch_throttle)
-        if throttle:
-            if type(response) is dict and header.api_version >= 1:   # answered with its throttle time
-                response["throttle_time_ms"] = throttle
-                chunks = encode_response(header.api_key, header.api_version, header.correlation_id, response)
-        return self.writer.send(chunks)
+        elif header.api_key == FETCH_KEY:   # consumer_byte_rate: the handler answered a throttled fetch empty
+            decided = _throttle_time_ms(response)
+            if decided > throttle:
+                self._mute(decided)
+                throttle = decided
+        if throttle and type(response) is dict and header.api_version >= 1:   # answered with its throttle time
+            response["throttle_time_ms"] = throttle
+        return self.writer.send(encode_response(header.api_key, header.api_version, header.correlation_id, response))
 
     def _principal(self) -> KafkaPrincipal:
         auth = self.auth

@@ -217,6 +217,10 @@ pub fn decode_fetch_frame(frame: &[u8], max_version: i16) -> Result<FetchFrame<'
     if r.remaining() != 0 {
         return Err(FrameError::TrailingBytes(r.remaining()));
     }
+    if names_a_partition_twice(&topics) {
+        // Kafka reads it once, at its first place with its last entry: the Python path does
+        return Err(FrameError::NotServed);
+    }
     Ok(FetchFrame {
         api_version,
         correlation_id,
@@ -234,6 +238,16 @@ pub fn decode_fetch_frame(frame: &[u8], max_version: i16) -> Result<FetchFrame<'
         forgotten,
         rack_id,
     })
+}
+
+/// Whether some partition is named more than once (in one topic entry or in two entries of the topic).
+fn names_a_partition_twice(topics: &[FetchTopic<'_>]) -> bool {
+    let count: usize = topics.iter().map(|t| t.partitions.len()).sum();
+    if count < 2 {
+        return false;
+    }
+    let mut seen = std::collections::HashSet::with_capacity(count);
+    !topics.iter().all(|t| t.partitions.iter().all(|p| seen.insert((t.topic, p.partition))))
 }
 
 /// A piece of an encoded Fetch response: bytes, or the records a partition answers with, which
@@ -443,6 +457,23 @@ mod tests {
             }
         }
         f
+    }
+
+    fn partition(partition: i32) -> FetchPartition {
+        FetchPartition { partition, current_leader_epoch: -1, fetch_offset: 0, last_fetched_epoch: -1,
+                         log_start_offset: -1, partition_max_bytes: 1 }
+    }
+
+    #[test]
+    fn a_partition_named_twice_is_found_in_one_topic_entry_or_across_two() {
+        let topic = |name, partitions: &[i32]| FetchTopic {
+            topic: TopicRef::Name(name),
+            partitions: partitions.iter().map(|&p| partition(p)).collect(),
+        };
+        assert!(!names_a_partition_twice(&[topic("a", &[0, 1]), topic("b", &[0])]));
+        assert!(names_a_partition_twice(&[topic("a", &[0, 1, 0])]));
+        assert!(names_a_partition_twice(&[topic("a", &[1]), topic("b", &[0]), topic("a", &[1])]));
+        assert!(!names_a_partition_twice(&[]));
     }
 
     #[test]
