@@ -212,9 +212,9 @@ def _session_for(broker: HandlerBroker, group_id: str, member_id: str, epoch: in
     if epoch == 0:
         if not fetch:
             return None, ErrorCode.INVALID_SHARE_SESSION_EPOCH
-        old = sessions.pop(key, None)
-        if old is not None:
-            _manager(broker).release_member(group_id, member_id, old.partitions.keys())
+        # a new session replaces the member's old one; the records the member holds stay acquired by it (it may
+        # still acknowledge them) until their locks expire, as Kafka 4.3's SharePartitionManager.newContext
+        sessions.pop(key, None)
         if len(sessions) >= int(broker.config["group.share.max.share.sessions"]):
             return None, ErrorCode.SHARE_SESSION_LIMIT_REACHED
         sessions[key] = ShareSession(group_id, member_id)
@@ -374,10 +374,17 @@ async def _write_state(broker: HandlerBroker, sp: SharePartition) -> int:
     return code
 
 
-def _refusal(lock_ms: int, code: int, message: str | None) -> dict[str, Any]:
-    """A ShareFetch/ShareAcknowledge response refusing the whole request (both have this top level)."""
+def _refusal(code: int, message: str | None = None) -> dict[str, Any]:
+    """A ShareFetch/ShareAcknowledge response refusing the whole request (both have this top level): no lock
+    timeout, as Kafka 4.3 answers a refused request."""
     return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
-            "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}
+            "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []}
+
+
+def _lock_timeout_ms(broker: HandlerBroker, group_id: str) -> int:
+    """The AcquisitionLockTimeoutMs of an answered request: the group's ``share.record.lock.duration.ms`` (GROUP
+    resource), else the broker's, as Kafka 4.3 answers it (a client learns when its records' locks expire)."""
+    return int(_group_setting(broker, group_id, group_config.RECORD_LOCK_DURATION_MS))
 
 
 def _admit(broker: HandlerBroker, ctx: RequestContext, group_id: str, member_id: str,
@@ -386,8 +393,8 @@ def _admit(broker: HandlerBroker, ctx: RequestContext, group_id: str, member_id:
     None; the topics the principal may not read)."""
     if not share_enabled(broker):
         return (ErrorCode.UNSUPPORTED_VERSION, "share groups are not enabled"), set()
-    if not group_id or not member_id:
-        return (ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required"), set()
+    if not group_id or not member_id:   # Kafka 4.3 answers no message
+        return (ErrorCode.INVALID_REQUEST, None), set()
     group_ok, refused = _refused_topics(broker, ctx, group_id, topic_ids)
     if not group_ok:
         return (ErrorCode.GROUP_AUTHORIZATION_FAILED, None), set()
@@ -484,19 +491,18 @@ def _leader(broker: HandlerBroker, name: str, index: int) -> ShareFetchResponseL
 @handler(78, 1, 2)
 async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request: ShareFetchRequest
                              ) -> ShareFetchResponse:
-    lock_ms = _manager(broker).lock_duration_ms
-
     def top(code: int, message: str | None = None) -> ShareFetchResponse:
-        return cast("ShareFetchResponse", _refusal(lock_ms, code, message))
+        return cast("ShareFetchResponse", _refusal(code, message))
 
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
     refusal, refused = _admit(broker, ctx, group_id or "", member_id or "", [t.topic_id for t in request.topics])
     if refusal is not None:
         return top(*refusal)
     assert group_id and member_id   # _admit refused an empty one
+    lock_ms = _lock_timeout_ms(broker, group_id)
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
-    if epoch == 0 and has_acks:
-        return top(ErrorCode.INVALID_REQUEST, "acknowledgements cannot open a share session")
+    if epoch == 0 and has_acks:   # acknowledgements cannot open a share session (Kafka 4.3 answers no message)
+        return top(ErrorCode.INVALID_REQUEST)
     if getattr(request, "is_renew_ack", False) and (request.max_wait_ms or request.min_bytes or request.max_bytes
                                                     or request.max_records):
         # KIP-1222: a ShareFetch carrying RENEW acknowledgements only acknowledges (it fetches nothing)
@@ -680,16 +686,15 @@ def _by_topic(answers: dict[tuple[uuid.UUID, int], ShareFetchResponsePartitionDa
 @handler(79, 1, 2)
 async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, request: ShareAcknowledgeRequest
                                    ) -> ShareAcknowledgeResponse:
-    lock_ms = _manager(broker).lock_duration_ms
-
     def top(code: int, message: str | None = None) -> ShareAcknowledgeResponse:
-        return cast("ShareAcknowledgeResponse", _refusal(lock_ms, code, message))
+        return cast("ShareAcknowledgeResponse", _refusal(code, message))
 
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
     refusal, refused = _admit(broker, ctx, group_id or "", member_id or "", [t.topic_id for t in request.topics])
     if refusal is not None:
         return top(*refusal)
     assert group_id and member_id   # _admit refused an empty one
+    lock_ms = _lock_timeout_ms(broker, group_id)
     session, code = _session_for(broker, group_id, member_id, epoch, fetch=False)
     if code or session is None:
         return top(code)
