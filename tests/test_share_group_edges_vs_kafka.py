@@ -6,8 +6,8 @@ acknowledgements malformed, out of order, overlapping, past the acquired records
 forgotten partitions, MaxRecords and BatchSize 0; ShareGroupDescribe of
 unknown and consumer groups; Describe/Alter/DeleteShareGroupOffsets of unknown, non-empty and consumer groups;
 ListGroups' share type filter; DeleteGroups of a share group; the AcquisitionLockTimeoutMs answered (the group's
-record lock duration, 0 when refused), a session reopened and a member leaving while holding records; the offset
-APIs given the empty group id or a topic twice.
+record lock duration, 0 when refused), a session reopened, a member leaving and a connection closing while holding
+records; member ids longer than a UUID; the offset APIs given the empty group id or a topic twice.
 
 Each scenario's observations (error codes and what a client acts on) must equal the ones Apache Kafka 4.3.1 gave,
 written out below; the Kafka side checks the record. The differences klog keeps (docs/reliability.md, "Share group
@@ -699,3 +699,31 @@ KAFKA_LONG_MEMBER_ID: list[Any] = [
     ('37-no-subscription', (42, None)),
     ('37-leaves', (42, None)),
     ('37-unknown-group', (42, None))]
+
+
+def test_a_closed_connection_closes_the_share_session_it_opened(broker: _Server) -> None:
+    """The connection that opened a member's share session closing (no ShareFetch at epoch -1: a crashed client)
+    closes the session: the records the member held go to another member at once, and the member's next
+    requests on a new connection find no session."""
+    topic, group, tid = _topic(broker, partitions=1)
+    with Wire(broker) as w2:
+        with Wire(broker) as w:
+            _joined(w, group, "m1", topic)
+            _joined(w2, group, "m2", topic)
+            r, e = _fetch_until(w, lambda e: fetch(group, "m1", e, [(tid, 0, [])]), 0)
+            out: list[Any] = [("m1-acquires", fetched(r))]
+        r, _ = _fetch_until(w2, lambda e: fetch(group, "m2", e, [(tid, 0, [])]), 0, tries=50)
+        out.append(("m2-gets-them", fetched(r)))
+        with Wire(broker) as w3:
+            out.append(("m1-acknowledges-on-a-new-connection",
+                        acked(w3(SACK, 1, ack(group, "m1", e, [(tid, 0, [(0, 0, [1])])])))))
+            out.append(("m1-fetches-on-a-new-connection", fetched(w3(SFETCH, 1, fetch(group, "m1", e, [(tid, 0, [])])))))
+    _check(out, KAFKA_CLOSED_CONNECTION, G=group, T=topic)
+
+
+#: Apache Kafka 4.3.1's answers
+KAFKA_CLOSED_CONNECTION: list[Any] = [
+    ('m1-acquires', (0, [(0, 0, 0, [(0, 9, 1)])])),
+    ('m2-gets-them', (0, [(0, 0, 0, [(0, 9, 2)])])),
+    ('m1-acknowledges-on-a-new-connection', (122, [])),
+    ('m1-fetches-on-a-new-connection', (122, []))]

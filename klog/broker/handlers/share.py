@@ -205,8 +205,8 @@ def _renew_enabled(broker: HandlerBroker, group_id: str) -> bool:
     return _group_setting(broker, group_id, group_config.RENEW_ACKNOWLEDGE_ENABLE).lower() == "true"
 
 
-def _session_for(broker: HandlerBroker, group_id: str, member_id: str, epoch: int, *, fetch: bool
-                 ) -> tuple[ShareSession | None, int]:
+def _session_for(broker: HandlerBroker, group_id: str, member_id: str, epoch: int, *, fetch: bool,
+                 connection_id: int | None = None) -> tuple[ShareSession | None, int]:
     sessions = _sessions(broker)
     key = (group_id, member_id)
     if epoch == 0:
@@ -217,7 +217,7 @@ def _session_for(broker: HandlerBroker, group_id: str, member_id: str, epoch: in
         sessions.pop(key, None)
         if len(sessions) >= int(broker.config["group.share.max.share.sessions"]):
             return None, ErrorCode.SHARE_SESSION_LIMIT_REACHED
-        sessions[key] = ShareSession(group_id, member_id)
+        sessions[key] = ShareSession(group_id, member_id, connection_id=connection_id)
         return sessions[key], ErrorCode.NONE
     session = sessions.get(key)
     if session is None:
@@ -234,6 +234,23 @@ def _close(broker: HandlerBroker, session: ShareSession) -> None:
     sessions = _sessions(broker)
     sessions.pop((session.group_id, session.member_id), None)
     _manager(broker).release_member(session.group_id, session.member_id, session.partitions.keys())
+
+
+def close_share_sessions_of(broker: HandlerBroker, connection_id: int) -> None:
+    """The share sessions a closed client connection opened close, and the records their members hold are
+    released (then written durably), as Kafka 4.3's ShareSessionCache does when the connection goes: a crashed
+    consumer's records come back at once, not when their locks expire."""
+    sessions = _sessions(broker)
+    if not sessions:
+        return
+    for session in [s for s in sessions.values() if s.connection_id == connection_id]:
+        _close(broker, session)
+        asyncio.ensure_future(_persist_closed(broker, session))
+
+
+async def _persist_closed(broker: HandlerBroker, session: ShareSession) -> None:
+    await _persist(broker, session.group_id, list(session.partitions))
+    _forget_idle_group(broker, session.group_id)
 
 
 def _forget_idle_group(broker: HandlerBroker, group_id: str) -> None:
@@ -507,7 +524,7 @@ async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request
                                                     or request.max_records):
         # KIP-1222: a ShareFetch carrying RENEW acknowledgements only acknowledges (it fetches nothing)
         return top(ErrorCode.INVALID_REQUEST)   # Kafka 4.3 answers no message
-    session, code = _session_for(broker, group_id, member_id, epoch, fetch=True)
+    session, code = _session_for(broker, group_id, member_id, epoch, fetch=True, connection_id=ctx.connection_id)
     if code or session is None:
         return top(code)
     now = _now_ms()
