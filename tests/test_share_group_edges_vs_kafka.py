@@ -5,7 +5,9 @@ a consumer group; ShareFetch and ShareAcknowledge with no session, a wrong sessi
 acknowledgements malformed, out of order, overlapping, past the acquired records or below the start offset,
 forgotten partitions, MaxRecords and BatchSize 0; ShareGroupDescribe of
 unknown and consumer groups; Describe/Alter/DeleteShareGroupOffsets of unknown, non-empty and consumer groups;
-ListGroups' share type filter; DeleteGroups of a share group.
+ListGroups' share type filter; DeleteGroups of a share group; the AcquisitionLockTimeoutMs answered (the group's
+record lock duration, 0 when refused), a session reopened, a member leaving and a connection closing while holding
+records; member ids longer than a UUID; the offset APIs given the empty group id or a topic twice.
 
 Each scenario's observations (error codes and what a client acts on) must equal the ones Apache Kafka 4.3.1 gave,
 written out below; the Kafka side checks the record. The differences klog keeps (docs/reliability.md, "Share group
@@ -556,3 +558,172 @@ KAFKA_NAMED_TWICE: list[Any] = [
     ('its-first-entry-still-acquired', (0, [(0, 0)])),
     ('two-topic-entries', [(True, [(0, 0)])]),
     ('the-first-topic-entrys-still-acquired', (0, [(0, 0)]))]
+
+
+def _top(r: Any) -> Any:
+    """A ShareFetch's or ShareAcknowledge's top level: (error, message, acquisition lock timeout)."""
+    return (r.error_code, r.error_message, r.acquisition_lock_timeout_ms)
+
+
+def test_lock_timeout_answered_and_a_reopened_session_keeps_the_records(broker: _Server) -> None:
+    """AcquisitionLockTimeoutMs is the group's share.record.lock.duration.ms (LOCK_MS, not the broker's 1500) in
+    answered requests and 0 in refused ones, which carry no message; a ShareFetch at epoch 0 for a member that has
+    a session opens a new one and leaves the member's records acquired (it can still acknowledge them)."""
+    topic, group, tid = _topic(broker)
+    with Wire(broker) as w:
+        out: list[Any] = [
+            ("no-session", _top(w(SFETCH, 1, fetch(group, "m1", 3, [(tid, 0, [])])))),
+            ("null-member", _top(w(SFETCH, 1, fetch(group, None, 0, [(tid, 0, [])])))),
+            ("acks-open-session", _top(w(SFETCH, 1, fetch(group, "m1", 0, [(tid, 0, [(0, 0, [1])])])))),
+            ("ack-no-session-v2", _top(w(SACK, 2, {**ack(group, "m1", 2, []), "is_renew_ack": False}))),
+            ("ack-null-member-v2", _top(w(SACK, 2, {**ack(group, None, 2, []), "is_renew_ack": False}))),
+        ]
+        _joined(w, group, "m1", topic)
+        r, epoch = _fetch_until(w, lambda e: fetch(group, "m1", e, [(tid, 0, [])]), 0)
+        out.append(("acquires", _top(r), fetched(r)))
+        out.append(("wrong-epoch", _top(w(SFETCH, 1, fetch(group, "m1", epoch + 3, [(tid, 0, [])])))))
+        r = w(SACK, 2, {**ack(group, "m1", epoch, [(tid, 0, [(2, 3, [2])])]), "is_renew_ack": False})
+        out.append(("releases-2-3-v2", _top(r), acked(r)))
+        r = w(SACK, 2, {**ack(group, "m1", epoch + 5, []), "is_renew_ack": False})
+        out.append(("ack-wrong-epoch-v2", _top(r)))
+        r, epoch = _fetch_until(w, lambda e: fetch(group, "m1", e, [(tid, 0, [])]), 0, tries=20)
+        out.append(("reopened-acquires-only-the-released", fetched(r)))
+        out.append(("acknowledges-the-old-sessions-records",
+                    acked(w(SACK, 1, ack(group, "m1", epoch, [(tid, 0, [(0, 1, [1]), (4, 9, [1])])])))))
+    _check(out, KAFKA_LOCK_TIMEOUT, G=group, T=topic)
+
+
+#: Apache Kafka 4.3.1's answers
+KAFKA_LOCK_TIMEOUT: list[Any] = [
+    ('no-session', (122, None, 0)),
+    ('null-member', (42, None, 0)),
+    ('acks-open-session', (42, None, 0)),
+    ('ack-no-session-v2', (122, None, 0)),
+    ('ack-null-member-v2', (42, None, 0)),
+    ('acquires', (0, None, LOCK_MS), (0, [(0, 0, 0, [(0, 9, 1)])])),
+    ('wrong-epoch', (123, None, 0)),
+    ('releases-2-3-v2', (0, None, LOCK_MS), (0, [(0, 0)])),
+    ('ack-wrong-epoch-v2', (123, None, 0)),
+    ('reopened-acquires-only-the-released', (0, [(0, 0, 0, [(2, 3, 2)])])),
+    ('acknowledges-the-old-sessions-records', (0, [(0, 0)]))]
+
+
+def test_share_offsets_of_the_empty_group_id_and_topics_named_twice(broker: _Server) -> None:
+    """DescribeShareGroupOffsets of the empty group id answers no error (an unknown group's answer),
+    DeleteShareGroupOffsets INVALID_GROUP_ID with Kafka's message; a topic named twice is answered once (Alter:
+    with the partitions of both entries)."""
+    topic, group, _ = _topic(broker)
+    with Wire(broker) as w:
+        out: list[Any] = []
+        for v in (0, 1):
+            r = w(DSGO, v, {"groups": [{"group_id": "", "topics": None}]})
+            out.append((f"describe-empty-id-v{v}", [(g.group_id, g.error_code, g.error_message, g.topics)
+                                                     for g in r.groups]))
+        r = w(DELSGO, 0, {"group_id": "", "topics": [{"topic_name": topic}]})
+        out.append(("delete-empty-id", r.error_code, r.error_message))
+        r = w(ASGO, 0, {"group_id": group, "topics": [
+            {"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 3}]},
+            {"topic_name": topic, "partitions": [{"partition_index": 1, "start_offset": 0}]}]})
+        out.append(("alter-named-twice", r.error_code, [(t.topic_name, [(p.partition_index, p.error_code)
+                                                                         for p in t.partitions])
+                                                        for t in r.responses]))
+        r = w(DELSGO, 0, {"group_id": group, "topics": [{"topic_name": topic}, {"topic_name": topic}]})
+        out.append(("delete-named-twice", r.error_code, [(t.topic_name, t.error_code, t.error_message)
+                                                         for t in r.responses]))
+    _check(out, KAFKA_OFFSETS_EDGES, G=group, T=topic)
+
+
+#: Apache Kafka 4.3.1's answers
+KAFKA_OFFSETS_EDGES: list[Any] = [
+    ('describe-empty-id-v0', [('', 0, None, [])]),
+    ('describe-empty-id-v1', [('', 0, None, [])]),
+    ('delete-empty-id', 24, 'The group id is invalid.'),
+    ('alter-named-twice', 0, [('T', [(0, 0), (1, 0)])]),
+    ('delete-named-twice', 0, [('T', 0, None)])]
+
+
+def test_a_member_that_left_keeps_its_records_until_its_session_closes(broker: _Server) -> None:
+    """A member leaving the group (heartbeat at epoch -1) keeps the records it acquired: another member gets none
+    of them, the one that left still acknowledges them; its share session's close releases the rest."""
+    topic, group, tid = _topic(broker, partitions=1)
+    with Wire(broker) as w, Wire(broker) as w2:
+        _joined(w, group, "m1", topic)
+        _joined(w2, group, "m2", topic)
+        r, e = _fetch_until(w, lambda e: fetch(group, "m1", e, [(tid, 0, [])]), 0)
+        out: list[Any] = [("m1-acquires", fetched(r))]
+        out.append(("m1-leaves", beat(w(SGHB, 1, hb(group, "m1", -1)))))
+        r, e2 = _fetch_until(w2, lambda e: fetch(group, "m2", e, [(tid, 0, [])]), 0, tries=10)
+        out.append(("m2-gets-none", fetched(r)))
+        out.append(("m1-acknowledges", acked(w(SACK, 1, ack(group, "m1", e, [(tid, 0, [(0, 4, [1])])])))))
+        out.append(("m1-closes", acked(w(SACK, 1, ack(group, "m1", -1, [])))))
+        r, _ = _fetch_until(w2, lambda e: fetch(group, "m2", e, [(tid, 0, [])]), e2, tries=50)
+        out.append(("m2-gets-the-rest", fetched(r)))
+    _check(out, KAFKA_LEFT_MEMBER, G=group, T=topic)
+
+
+#: Apache Kafka 4.3.1's answers
+KAFKA_LEFT_MEMBER: list[Any] = [
+    ('m1-acquires', (0, [(0, 0, 0, [(0, 9, 1)])])),
+    ('m1-leaves', (0, None)),
+    ('m2-gets-none', (0, [])),
+    ('m1-acknowledges', (0, [(0, 0)])),
+    ('m1-closes', (0, [])),
+    ('m2-gets-the-rest', (0, [(0, 0, 0, [(5, 9, 2)])]))]
+
+
+def test_heartbeat_refuses_a_member_id_longer_than_a_uuid_first(broker: _Server) -> None:
+    """ShareGroupHeartbeat's member id is the client's UUID string: one longer than 36 characters (UTF-16 code
+    units, as Java counts them) is INVALID_REQUEST with no message, before the group id, epoch or subscription are
+    looked at."""
+    topic, group, _ = _topic(broker, partitions=1)
+    long_id = "m" * 37
+    with Wire(broker) as w:
+        out: list[Any] = [
+            ("36", beat(w(SGHB, 1, hb(group, "m" * 36, 0, [topic])))),
+            ("37", beat(w(SGHB, 1, hb(group, long_id, 0, [topic])))),
+            ("36-and-a-non-ascii", beat(w(SGHB, 1, hb(group, "m" * 35 + "\N{GRINNING FACE}", 0, [topic])))),
+            ("37-empty-group", beat(w(SGHB, 1, hb("", long_id, 0, [topic])))),
+            ("37-no-subscription", beat(w(SGHB, 1, hb(group, long_id, 0, None)))),
+            ("37-leaves", beat(w(SGHB, 1, hb(group, long_id, -1)))),
+            ("37-unknown-group", beat(w(SGHB, 1, hb(f"{group}-unknown", long_id, 5)))),
+        ]
+    _check(out, KAFKA_LONG_MEMBER_ID, G=group, T=topic)
+
+
+#: Apache Kafka 4.3.1's answers
+KAFKA_LONG_MEMBER_ID: list[Any] = [
+    ('36', (0, None)),
+    ('37', (42, None)),
+    ('36-and-a-non-ascii', (42, None)),
+    ('37-empty-group', (42, None)),
+    ('37-no-subscription', (42, None)),
+    ('37-leaves', (42, None)),
+    ('37-unknown-group', (42, None))]
+
+
+def test_a_closed_connection_closes_the_share_session_it_opened(broker: _Server) -> None:
+    """The connection that opened a member's share session closing (no ShareFetch at epoch -1: a crashed client)
+    closes the session: the records the member held go to another member at once, and the member's next
+    requests on a new connection find no session."""
+    topic, group, tid = _topic(broker, partitions=1)
+    with Wire(broker) as w2:
+        with Wire(broker) as w:
+            _joined(w, group, "m1", topic)
+            _joined(w2, group, "m2", topic)
+            r, e = _fetch_until(w, lambda e: fetch(group, "m1", e, [(tid, 0, [])]), 0)
+            out: list[Any] = [("m1-acquires", fetched(r))]
+        r, _ = _fetch_until(w2, lambda e: fetch(group, "m2", e, [(tid, 0, [])]), 0, tries=50)
+        out.append(("m2-gets-them", fetched(r)))
+        with Wire(broker) as w3:
+            out.append(("m1-acknowledges-on-a-new-connection",
+                        acked(w3(SACK, 1, ack(group, "m1", e, [(tid, 0, [(0, 0, [1])])])))))
+            out.append(("m1-fetches-on-a-new-connection", fetched(w3(SFETCH, 1, fetch(group, "m1", e, [(tid, 0, [])])))))
+    _check(out, KAFKA_CLOSED_CONNECTION, G=group, T=topic)
+
+
+#: Apache Kafka 4.3.1's answers
+KAFKA_CLOSED_CONNECTION: list[Any] = [
+    ('m1-acquires', (0, [(0, 0, 0, [(0, 9, 1)])])),
+    ('m2-gets-them', (0, [(0, 0, 0, [(0, 9, 2)])])),
+    ('m1-acknowledges-on-a-new-connection', (122, [])),
+    ('m1-fetches-on-a-new-connection', (122, []))]

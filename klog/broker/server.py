@@ -22,7 +22,7 @@ from klog.broker.config import BrokerConfig
 from klog.broker.context import BrokerState
 from klog.broker.groups import GroupCoordinator
 from klog.broker.groups.api import GROUP_API_KEYS
-from klog.broker.handlers.share import SHARE_DATA_API_KEYS
+from klog.broker.handlers.share import SHARE_DATA_API_KEYS, close_share_sessions_of
 from klog.broker.handlers import Handler, RequestContext
 from klog.broker.handlers.catalog import load_all
 from klog.broker.metrics import BrokerMetrics, MetricsListener, parse_listener
@@ -211,6 +211,7 @@ class BrokerServer:
         self.acceptor.follow_dynamic_ssl(self.config.node_id, lambda: state.metadata.image.configs)
         self.acceptor.connection_quotas.quotas_of = lambda: state.metadata.image.client_quotas
         self.acceptor.connection_quotas.configs_of = lambda: state.metadata.image.configs
+        self.acceptor.on_closed.append(lambda connection_id: close_share_sessions_of(state, connection_id))
         if self.state.forwarder is not None:   # a quorum member's broker forwards controller requests to the leader
             from klog.broker.forwarding import forwarding_handlers
 

@@ -457,6 +457,8 @@ class ShareSession:
     epoch: int = 1
     #: (topic, partition) -> topic id of the partitions the session fetches
     partitions: dict[tuple[str, int], uuid.UUID] = field(default_factory=dict)
+    #: the client connection that opened it: the session closes with it (Kafka 4.3's ShareSessionCache)
+    connection_id: int | None = None
 
 
 class SharePartitionManager:

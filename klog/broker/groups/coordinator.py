@@ -178,7 +178,7 @@ class GroupCoordinator:
         #: classic-protocol members of consumer groups (a group being moved between the protocols)
         self.classic_members = ClassicMembers(self.consumer, self.classic, migration)
         self.share = ShareGroupManager(self.groups, self.timer, self.config, self.topic_catalog,
-                                       self._share_member_gone, self.group_configs, self._write)
+                                       self.group_configs, self._write)
         self.share_offsets = ShareOffsetsAdmin(self)
         self._streams: StreamsGroupManager | None = None
         #: the class of streams groups once their module is loaded (what no group is an instance of before)
@@ -482,13 +482,6 @@ class GroupCoordinator:
                 log.warning("creating the streams internal topic %s failed with error %d", name, code)
             else:
                 log.info("created the streams internal topic %s with %d partitions", name, partitions)
-
-    def _share_member_gone(self, group_id: str, member_id: str) -> None:
-        """A share-group member left or timed out: the records it holds here become available again (on a quorum
-        the partition leaders release them when its share session closes or its locks expire)."""
-        manager = getattr(self.context, "share_partitions", None)
-        if manager is not None:
-            manager.release_member(group_id, member_id)
 
     # -- offsets ----------------------------------------------------------------------------------------------
     def _group_for_offsets(self, group_id: str) -> Any:

@@ -37,6 +37,8 @@ from .modern import GroupRecordTypes, ModernGroup, ModernGroupManager, assignmen
 log = logging.getLogger("klog.groups.share")
 
 ASSIGNOR_NAME = "simple"
+#: the longest member id ShareGroupHeartbeat accepts (a UUID's string), as Kafka 4.3
+MAX_MEMBER_ID_LENGTH = 36
 #: ShareGroupCurrentMemberAssignmentValue.State of a member at its target assignment (Kafka's MemberState.STABLE)
 MEMBER_STATE_STABLE = 0
 
@@ -142,14 +144,12 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
     kind = "share"
 
     def __init__(self, groups: dict[str, Any], timer: Timer, config: Any, catalog: Callable[[], Any],
-                 on_member_gone: Callable[[str, str], None],
                  group_configs: Callable[[str], Mapping[str, str]] | None = None,
                  write: Callable[[str, list[tuple[bytes, bytes | None]]], None] | None = None) -> None:
         """``write``: appends a group's records to its ``__consumer_offsets`` partition (None: kept in memory)."""
         super().__init__(groups, timer, write or (lambda group_id, records: None), lambda group: None, config,
                          group_configs)
         self.catalog = catalog
-        self.on_member_gone = on_member_gone
         self.max_size = int(config["group.share.max.size"])
 
     def write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
@@ -202,10 +202,12 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
 
     def _heartbeat(self, request: Any, client_id: str, client_host: str) -> Struct:
         group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
+        # Kafka 4.x: the client generates its member id, a UUID's string (KIP-1082); Kafka 4.3 refuses an empty or
+        # longer one first, with no message (its length counted in Java chars, UTF-16 code units)
+        if not member_id or len(member_id.encode("utf-16-le")) // 2 > MAX_MEMBER_ID_LENGTH:
+            raise GroupError(ErrorCode.INVALID_REQUEST)
         if not group_id:
             raise GroupError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
-        if not member_id:   # Kafka 4.x: the client generates its member id (KIP-1082); Kafka 4.3 says no more
-            raise GroupError(ErrorCode.INVALID_REQUEST)
         if request.rack_id is not None and request.rack_id == "":
             raise GroupError(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
         if epoch == 0 and not request.subscribed_topic_names:
@@ -342,7 +344,9 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
                       member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
 
     def remove_member(self, group: ShareGroup, member_id: str) -> None:
-        """The member leaves (or its session expired): its records' tombstones and a new group epoch."""
+        """The member leaves (or its session expired): its records' tombstones and a new group epoch. The records
+        it acquired stay acquired by it (it may still acknowledge them) until its share session closes or their
+        locks expire, as Kafka 4.3's partition leaders keep them."""
         if member_id not in group.members:
             return
         self.write(group.group_id, [*group.record_types.member_tombstones(group.group_id, member_id),
@@ -351,7 +355,6 @@ class ShareGroupManager(ModernGroupManager[ShareGroup, ShareMember]):
         group.target.pop(member_id, None)
         self.cancel_timers(group, member_id)
         group.group_epoch += 1
-        self.on_member_gone(group.group_id, member_id)
 
     def record_initialized(self, group: ShareGroup, initialized: Mapping[uuid.UUID, set[int]],
                            *, created: bool = False) -> None:

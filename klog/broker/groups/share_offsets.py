@@ -58,7 +58,7 @@ class ShareOffsetsAdmin:
         if unavailable := self.coordinator._unavailable(group_id):
             return None, unavailable, None
         if not group_id:
-            return None, ErrorCode.INVALID_GROUP_ID, "The group id is empty."
+            return None, ErrorCode.INVALID_GROUP_ID, "The group id is invalid."
         group = self.coordinator.groups.get(group_id)
         if group is None:
             return None, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
@@ -135,9 +135,9 @@ class ShareOffsetsAdmin:
 
     async def _describe_group(self, asked: Any) -> Struct:
         group, code, message = self._group(asked.group_id)
-        # an unknown group, or another type's, has no share state: Kafka answers its offsets as it does a
-        # never-initialized group's (not GROUP_ID_NOT_FOUND)
-        unknown = code == ErrorCode.GROUP_ID_NOT_FOUND
+        # an unknown group, another type's, or the empty group id, has no share state: Kafka answers its offsets
+        # as it does a never-initialized group's (not GROUP_ID_NOT_FOUND nor INVALID_GROUP_ID)
+        unknown = code in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.INVALID_GROUP_ID)
         if group is None and not unknown:
             return Struct(group_id=asked.group_id, topics=[], error_code=int(code), error_message=message)
         catalog = self.coordinator.topic_catalog()
@@ -193,10 +193,10 @@ class ShareOffsetsAdmin:
         store = self._store
         responses = []
         added: dict[uuid.UUID, set[int]] = {}
-        for t in request.topics:
-            known = catalog.by_name.get(t.topic_name)
+        for topic_name, partitions in _merged_topics(request.topics):
+            known = catalog.by_name.get(topic_name)
             parts = []
-            for p in t.partitions:
+            for p in partitions:
                 code: int = ErrorCode.NONE
                 message = None
                 if known is None or not 0 <= p.partition_index < known[1]:
@@ -207,8 +207,8 @@ class ShareOffsetsAdmin:
                     if code == ErrorCode.NONE:
                         added.setdefault(known[0], set()).add(p.partition_index)
                 parts.append(Struct(partition_index=p.partition_index, error_code=int(code), error_message=message))
-            self._drop_cached(group_id, t.topic_name)
-            responses.append(Struct(topic_name=t.topic_name, topic_id=known[0] if known else uuid.UUID(int=0),
+            self._drop_cached(group_id, topic_name)
+            responses.append(Struct(topic_name=topic_name, topic_id=known[0] if known else uuid.UUID(int=0),
                                     partitions=parts))
         # the state writes awaited: the group as it is now (a member may have joined, or it was deleted)
         current = self.coordinator.groups.get(group_id)
@@ -248,8 +248,12 @@ class ShareOffsetsAdmin:
             return Struct(throttle_time_ms=0, error_code=ErrorCode.NON_EMPTY_GROUP,
                           error_message="The group is not empty.", responses=[])
         catalog = self.coordinator.topic_catalog()
-        responses = []
+        responses: list[Struct] = []
+        answered: set[str] = set()
         for t in request.topics:
+            if t.topic_name in answered:   # named twice: answered once, as Kafka
+                continue
+            answered.add(t.topic_name)
             known = catalog.by_name.get(t.topic_name)
             if known is None:
                 responses.append(Struct(topic_name=t.topic_name, topic_id=uuid.UUID(int=0),
@@ -311,6 +315,15 @@ class ShareOffsetsAdmin:
             group.initialized.pop(tid, None)
         self._drop_cached(group.group_id)
         return ErrorCode.NONE
+
+
+def _merged_topics(topics: Any) -> list[tuple[str, list[Any]]]:
+    """AlterShareGroupOffsets' topics as (name, partitions), a topic named twice once with the partitions of
+    both entries: Kafka 4.3 keys them by topic and answers each once."""
+    merged: dict[str, list[Any]] = {}
+    for t in topics:
+        merged.setdefault(t.topic_name, []).extend(t.partitions)
+    return list(merged.items())
 
 
 def _partition_answer(index: int, summary: Any, end_offset: int | None) -> Struct:

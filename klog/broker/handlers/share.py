@@ -205,19 +205,19 @@ def _renew_enabled(broker: HandlerBroker, group_id: str) -> bool:
     return _group_setting(broker, group_id, group_config.RENEW_ACKNOWLEDGE_ENABLE).lower() == "true"
 
 
-def _session_for(broker: HandlerBroker, group_id: str, member_id: str, epoch: int, *, fetch: bool
-                 ) -> tuple[ShareSession | None, int]:
+def _session_for(broker: HandlerBroker, group_id: str, member_id: str, epoch: int, *, fetch: bool,
+                 connection_id: int | None = None) -> tuple[ShareSession | None, int]:
     sessions = _sessions(broker)
     key = (group_id, member_id)
     if epoch == 0:
         if not fetch:
             return None, ErrorCode.INVALID_SHARE_SESSION_EPOCH
-        old = sessions.pop(key, None)
-        if old is not None:
-            _manager(broker).release_member(group_id, member_id, old.partitions.keys())
+        # a new session replaces the member's old one; the records the member holds stay acquired by it (it may
+        # still acknowledge them) until their locks expire, as Kafka 4.3's SharePartitionManager.newContext
+        sessions.pop(key, None)
         if len(sessions) >= int(broker.config["group.share.max.share.sessions"]):
             return None, ErrorCode.SHARE_SESSION_LIMIT_REACHED
-        sessions[key] = ShareSession(group_id, member_id)
+        sessions[key] = ShareSession(group_id, member_id, connection_id=connection_id)
         return sessions[key], ErrorCode.NONE
     session = sessions.get(key)
     if session is None:
@@ -234,6 +234,23 @@ def _close(broker: HandlerBroker, session: ShareSession) -> None:
     sessions = _sessions(broker)
     sessions.pop((session.group_id, session.member_id), None)
     _manager(broker).release_member(session.group_id, session.member_id, session.partitions.keys())
+
+
+def close_share_sessions_of(broker: HandlerBroker, connection_id: int) -> None:
+    """The share sessions a closed client connection opened close, and the records their members hold are
+    released (then written durably), as Kafka 4.3's ShareSessionCache does when the connection goes: a crashed
+    consumer's records come back at once, not when their locks expire."""
+    sessions = _sessions(broker)
+    if not sessions:
+        return
+    for session in [s for s in sessions.values() if s.connection_id == connection_id]:
+        _close(broker, session)
+        asyncio.ensure_future(_persist_closed(broker, session))
+
+
+async def _persist_closed(broker: HandlerBroker, session: ShareSession) -> None:
+    await _persist(broker, session.group_id, list(session.partitions))
+    _forget_idle_group(broker, session.group_id)
 
 
 def _forget_idle_group(broker: HandlerBroker, group_id: str) -> None:
@@ -374,10 +391,17 @@ async def _write_state(broker: HandlerBroker, sp: SharePartition) -> int:
     return code
 
 
-def _refusal(lock_ms: int, code: int, message: str | None) -> dict[str, Any]:
-    """A ShareFetch/ShareAcknowledge response refusing the whole request (both have this top level)."""
+def _refusal(code: int, message: str | None = None) -> dict[str, Any]:
+    """A ShareFetch/ShareAcknowledge response refusing the whole request (both have this top level): no lock
+    timeout, as Kafka 4.3 answers a refused request."""
     return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
-            "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}
+            "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []}
+
+
+def _lock_timeout_ms(broker: HandlerBroker, group_id: str) -> int:
+    """The AcquisitionLockTimeoutMs of an answered request: the group's ``share.record.lock.duration.ms`` (GROUP
+    resource), else the broker's, as Kafka 4.3 answers it (a client learns when its records' locks expire)."""
+    return int(_group_setting(broker, group_id, group_config.RECORD_LOCK_DURATION_MS))
 
 
 def _admit(broker: HandlerBroker, ctx: RequestContext, group_id: str, member_id: str,
@@ -386,8 +410,8 @@ def _admit(broker: HandlerBroker, ctx: RequestContext, group_id: str, member_id:
     None; the topics the principal may not read)."""
     if not share_enabled(broker):
         return (ErrorCode.UNSUPPORTED_VERSION, "share groups are not enabled"), set()
-    if not group_id or not member_id:
-        return (ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required"), set()
+    if not group_id or not member_id:   # Kafka 4.3 answers no message
+        return (ErrorCode.INVALID_REQUEST, None), set()
     group_ok, refused = _refused_topics(broker, ctx, group_id, topic_ids)
     if not group_ok:
         return (ErrorCode.GROUP_AUTHORIZATION_FAILED, None), set()
@@ -484,24 +508,23 @@ def _leader(broker: HandlerBroker, name: str, index: int) -> ShareFetchResponseL
 @handler(78, 1, 2)
 async def handle_share_fetch(broker: HandlerBroker, ctx: RequestContext, request: ShareFetchRequest
                              ) -> ShareFetchResponse:
-    lock_ms = _manager(broker).lock_duration_ms
-
     def top(code: int, message: str | None = None) -> ShareFetchResponse:
-        return cast("ShareFetchResponse", _refusal(lock_ms, code, message))
+        return cast("ShareFetchResponse", _refusal(code, message))
 
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
     refusal, refused = _admit(broker, ctx, group_id or "", member_id or "", [t.topic_id for t in request.topics])
     if refusal is not None:
         return top(*refusal)
     assert group_id and member_id   # _admit refused an empty one
+    lock_ms = _lock_timeout_ms(broker, group_id)
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
-    if epoch == 0 and has_acks:
-        return top(ErrorCode.INVALID_REQUEST, "acknowledgements cannot open a share session")
+    if epoch == 0 and has_acks:   # acknowledgements cannot open a share session (Kafka 4.3 answers no message)
+        return top(ErrorCode.INVALID_REQUEST)
     if getattr(request, "is_renew_ack", False) and (request.max_wait_ms or request.min_bytes or request.max_bytes
                                                     or request.max_records):
         # KIP-1222: a ShareFetch carrying RENEW acknowledgements only acknowledges (it fetches nothing)
         return top(ErrorCode.INVALID_REQUEST)   # Kafka 4.3 answers no message
-    session, code = _session_for(broker, group_id, member_id, epoch, fetch=True)
+    session, code = _session_for(broker, group_id, member_id, epoch, fetch=True, connection_id=ctx.connection_id)
     if code or session is None:
         return top(code)
     now = _now_ms()
@@ -680,16 +703,15 @@ def _by_topic(answers: dict[tuple[uuid.UUID, int], ShareFetchResponsePartitionDa
 @handler(79, 1, 2)
 async def handle_share_acknowledge(broker: HandlerBroker, ctx: RequestContext, request: ShareAcknowledgeRequest
                                    ) -> ShareAcknowledgeResponse:
-    lock_ms = _manager(broker).lock_duration_ms
-
     def top(code: int, message: str | None = None) -> ShareAcknowledgeResponse:
-        return cast("ShareAcknowledgeResponse", _refusal(lock_ms, code, message))
+        return cast("ShareAcknowledgeResponse", _refusal(code, message))
 
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
     refusal, refused = _admit(broker, ctx, group_id or "", member_id or "", [t.topic_id for t in request.topics])
     if refusal is not None:
         return top(*refusal)
     assert group_id and member_id   # _admit refused an empty one
+    lock_ms = _lock_timeout_ms(broker, group_id)
     session, code = _session_for(broker, group_id, member_id, epoch, fetch=False)
     if code or session is None:
         return top(code)

@@ -49,6 +49,7 @@ TLS_HANDSHAKE_TIMEOUT_S = 10.0
 class AcceptedConnection(Protocol):
     """What the acceptor reads of the connections it accepted (klog.broker.network.connection.Connection)."""
 
+    id: int
     client_host: str
     last_active: float
     #: complete requests not yet processed
@@ -82,6 +83,8 @@ class Acceptor:
         self._refusal_log = RateLimitedLog(log, "refused connections")
         self._connection_ids = itertools.count(1)
         self._pools_released_at = 0.0
+        #: called with a connection's id once it closed (may be called twice for one connection)
+        self.on_closed: list[Callable[[int], None]] = []
 
     async def bind(self, loop: asyncio.AbstractEventLoop,
                    new_connection: Callable[[str], asyncio.BaseProtocol]) -> None:
@@ -212,6 +215,8 @@ class Acceptor:
 
     def closed(self, conn: AcceptedConnection) -> None:
         self.connections.discard(conn)
+        for hook in self.on_closed:
+            hook(conn.id)
 
     # ---- idle connections ---------------------------------------------------------------------------
 
