@@ -121,3 +121,68 @@ def test_delete_records_leaves_out_a_topic_entry_naming_no_partitions(klog_and_k
         nothing = wire.request(ApiKey.DELETE_RECORDS, 2, {"timeout_ms": 5000, "topics": [
             {"name": other, "partitions": []}]})
         assert nothing.topics == []
+
+
+def test_the_last_stable_offset_is_never_below_a_log_start_deleted_past_an_open_transaction(
+        klog_and_kafka_bootstrap: str) -> None:
+    """DeleteRecords past the first records of a transaction still open: Kafka raises the partition's first
+    unstable offset to the new log start, so ListOffsets LATEST read_committed and Fetch's last stable offset answer
+    the log start, not the deleted transaction start (klog answered the offset below the log start until
+    2026-12-07, on its Python and native Fetch paths)."""
+    with Wire.of_bootstrap(klog_and_kafka_bootstrap, client_id="offsets-data-test") as wire:
+        topic = wire.create_topic(1)
+
+        def produce(count: int, transactional_id: str | None = None, **batch: Any) -> None:
+            records = encode_batch([{"key": b"k", "value": b"v"}] * count, **batch)
+            wire.until(ApiKey.PRODUCE, 9, {
+                "transactional_id": transactional_id, "acks": -1, "timeout_ms": 10000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]},
+                lambda a: a.responses[0].partition_responses[0].error_code == ErrorCode.NONE)
+
+        def latest(isolation_level: int) -> int:
+            answer = wire.request(ApiKey.LIST_OFFSETS, 10, {"replica_id": -1, "isolation_level": isolation_level,
+                "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+                "timeout_ms": 5000})
+            [partition] = answer.topics[0].partitions
+            assert partition.error_code == ErrorCode.NONE, partition
+            return int(partition.offset)
+
+        def fetched(offset: int, isolation_level: int) -> tuple[int, int, int, int, int]:
+            answer = wire.request(ApiKey.FETCH, 12, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1, "topics": [
+                    {"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                     "fetch_offset": offset, "last_fetched_epoch": -1,
+                                                     "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+                "forgotten_topics_data": [], "rack_id": ""})
+            [partition] = answer.responses[0].partitions
+            return (partition.error_code, partition.high_watermark, partition.last_stable_offset,
+                    partition.log_start_offset, len(partition.records or b""))
+
+        def delete_to(offset: int) -> None:
+            deleted = wire.request(ApiKey.DELETE_RECORDS, 2, {"timeout_ms": 5000, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}]})
+            assert deleted.topics[0].partitions[0].error_code == ErrorCode.NONE, deleted
+
+        transactional_id = f"tx-{uuid.uuid4().hex[:6]}"
+        produce(3)                                                 # offsets 0-2
+        wire.coordinator_ready(transactional_id, 1)
+        producer = wire.until(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": transactional_id,
+                                                            "transaction_timeout_ms": 60000},
+                              lambda a: a.error_code == ErrorCode.NONE)
+        added = wire.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": producer.producer_id,
+            "v3_and_below_producer_epoch": producer.producer_epoch,
+            "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0, added
+        produce(2, transactional_id=transactional_id, producer_id=producer.producer_id,   # offsets 3-4, open
+                producer_epoch=producer.producer_epoch, base_sequence=0, is_transactional=True)
+        produce(1)                                                 # offset 5
+        assert (latest(0), latest(1)) == (6, 3)
+        delete_to(5)
+        assert (latest(0), latest(1)) == (6, 5)
+        assert fetched(5, 0)[:4] == fetched(5, 1)[:4] == (ErrorCode.NONE, 6, 5, 5)
+        assert fetched(5, 1)[4] == 0 < fetched(5, 0)[4]       # read_committed: nothing below the open transaction
+        delete_to(-1)
+        assert (latest(0), latest(1)) == (6, 6)
+        assert fetched(6, 1) == (ErrorCode.NONE, 6, 6, 6, 0)
