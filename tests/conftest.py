@@ -31,6 +31,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.long)
 
 
+@pytest.fixture(scope="module", params=["klog", "kafka"])
+def klog_and_kafka_bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                             ) -> Iterator[str]:
+    """One broker of each kind for the module (klog, then Apache Kafka), started from the same default
+    properties: its bootstrap servers, for a test that runs unchanged on both."""
+    from klog.testing.kafka import one_broker
+
+    with one_broker(request.param, tmp_path_factory.mktemp(request.param)) as servers:
+        yield servers
+
+
 @pytest.fixture
 def headless_chromium() -> Iterator[Any]:
     """Debian's headless Chromium driven by Playwright (a ``Browser``), one per test: the web console's

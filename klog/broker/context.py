@@ -441,7 +441,8 @@ class BrokerState:
             return
         if added is not None:   # (before the bound moves past it)
             self._index_aborted(log_, topic, partition, added,
-                                self.producers.last_stable_offset(topic, partition, added.last_offset + 1))
+                                self.producers.last_stable_offset(topic, partition, added.last_offset + 1,
+                                                                  log_.log_start_offset))
             log_.add_aborted_transaction(added.producer_id, added.first_offset, added.last_offset)
         _set_transactions(log_, self.producers, topic, partition, aborted=replaced)
 

@@ -352,10 +352,13 @@ class ProducerStateManager:
         txns.aborted = [CompletedTxn(pid, first, last, True) for pid, first, last, _ in entries]
         self._changed(topic, partition)
 
-    def last_stable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
+    def last_stable_offset(self, topic: str, partition: int, high_watermark: int, log_start_offset: int = 0) -> int:
         """The first offset a read_committed consumer may not read: the first offset of the earliest transaction
-        still open or whose marker the ISR does not have, else the high watermark."""
-        return min(high_watermark, self.first_unstable_offset(topic, partition, high_watermark))
+        still open or whose marker the ISR does not have, else the high watermark; never below the log's start
+        (an open transaction's first records deleted by DeleteRecords), as Kafka raises its first unstable offset
+        to the log start offset."""
+        first_unstable = self.first_unstable_offset(topic, partition, high_watermark)
+        return min(high_watermark, max(log_start_offset, first_unstable))
 
     def first_unstable_offset(self, topic: str, partition: int, high_watermark: int) -> int:
         """The bound the partition's log keeps for its transactions (``PartitionLog.first_unstable_offset``: the

@@ -10,9 +10,11 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from klog.protocol import decode_response, encode_request
+
+_Client = TypeVar("_Client", bound="WireClient")
 
 
 def read_exactly(sock: socket.socket, n: int) -> bytes:
@@ -43,6 +45,12 @@ class WireClient:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id
         self._correlation = 0
+
+    @classmethod
+    def of_bootstrap(cls: type[_Client], bootstrap: str, *, client_id: str = "klog-wire") -> _Client:
+        """A connection to the first of ``bootstrap``'s servers (``host:port,...``)."""
+        host, port = bootstrap.split(",")[0].rsplit(":", 1)
+        return cls(host, int(port), client_id=client_id)
 
     def next_correlation_id(self) -> int:
         self._correlation += 1

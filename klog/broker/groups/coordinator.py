@@ -775,9 +775,9 @@ class GroupCoordinator:
         exists = group is not None and not (isinstance(group, ClassicGroup) and group.is_in(ClassicGroupState.DEAD))
         stored = self.offsets.group_offsets(group_id) if exists else {}
         if topics is None:
-            return ErrorCode.NONE, [
-                Struct(name=topic, partitions=[_fetched(p, om) for p, om in parts.items()])
-                for topic, parts in stored.items()]
+            # all the group's committed offsets (a partition only a transaction is committing is not among them,
+            # as Kafka's fetchAllOffsets)
+            topics = [(topic, list(parts)) for topic, parts in stored.items()]
         out = []
         for topic, partitions in topics:
             parts = stored.get(topic, {})

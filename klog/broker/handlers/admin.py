@@ -72,6 +72,8 @@ async def handle_delete_records(broker: HandlerBroker, ctx: RequestContext, requ
         for preq in topic_request.partitions:
             named[preq.partition_index] = preq.offset
     for name, offsets in wanted.items():
+        if not offsets:
+            continue   # Kafka builds its answer from the partitions: a topic entry naming none is left out
         partitions: list[DeleteRecordsResponsePartitionResult] = []
         topics.append({"name": name, "partitions": partitions})
         refused = broker.access is not None and not authz.allowed(

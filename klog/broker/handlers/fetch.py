@@ -102,7 +102,8 @@ def _diverged(broker: HandlerBroker, name: str, index: int, log_: PartitionLog, 
     if epoch >= preq.last_fetched_epoch and end >= preq.fetch_offset:
         return None
     answer = _partition_result(index, errors.NONE, log_)
-    answer["last_stable_offset"] = broker.producers.last_stable_offset(name, index, log_.high_watermark)
+    answer["last_stable_offset"] = broker.producers.last_stable_offset(name, index, log_.high_watermark,
+                                                                       log_.log_start_offset)
     answer["diverging_epoch"] = {"epoch": epoch, "end_offset": end}
     return answer
 
@@ -234,7 +235,7 @@ def _read_all(broker: HandlerBroker, request: FetchRequest, wanted: list[tuple[P
         if replica_id < 0:
             if fetch_routes is not None and not following and not fetch_routes.knows(name, index):
                 manager.learn_fetch_route(name, index, log_)   # the native Fetch path serves its next fetches
-            lso = broker.producers.last_stable_offset(name, index, log_.high_watermark)
+            lso = broker.producers.last_stable_offset(name, index, log_.high_watermark, log_.log_start_offset)
             answer["last_stable_offset"] = lso
             if read_committed:   # only below the last stable offset, with the aborted transactions to skip
                 stable = lso

@@ -187,7 +187,7 @@ def handle_list_offsets(broker: HandlerBroker, ctx: RequestContext, request: Lis
                 code = not_available if lagging(name, index) else errors.NONE
                 fetchable = log_.high_watermark
                 if read_committed:
-                    fetchable = producers.last_stable_offset(name, index, fetchable)
+                    fetchable = producers.last_stable_offset(name, index, fetchable, log_.log_start_offset)
             else:
                 code, fetchable = errors.NONE, log_.log_end_offset
             if timestamp == LATEST:

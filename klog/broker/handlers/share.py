@@ -656,7 +656,8 @@ def _acquire_all(broker: HandlerBroker, session: ShareSession,
             sp.skip_to(log_.log_start_offset)
         visible = log_.high_watermark
         if read_committed:   # only below the last stable offset, as Kafka's share fetch with TXN_COMMITTED
-            visible = min(visible, broker.producers.last_stable_offset(name, index, visible))
+            visible = min(visible, broker.producers.last_stable_offset(name, index, visible,
+                                                                            log_.log_start_offset))
         first = sp.next_fetch_offset(visible)
         if first is None:
             continue

@@ -659,9 +659,10 @@ impl PartitionLog {
         }
     }
     /// The last stable offset at high watermark `high_watermark`: no read_committed consumer reads
-    /// at or past it.
+    /// at or past it. Never below the log start (an open transaction's first records deleted by
+    /// DeleteRecords), as Kafka's first unstable offset is raised to the log start.
     pub fn last_stable_offset(&self, high_watermark: i64) -> i64 {
-        high_watermark.min(self.first_unstable_offset())
+        high_watermark.min(self.first_unstable_offset().max(self.log_start_offset()))
     }
     pub fn aborted_transactions(&self) -> Arc<Vec<AbortedTransaction>> {
         self.aborted_transactions.read().unwrap_or_else(|p| p.into_inner()).clone()
