@@ -3,7 +3,8 @@ transaction has its markers written (``klog.transaction.completion.wait.ms``) an
 complete, where Kafka answers CONCURRENT_TRANSACTIONS at once and the client retries 20 ms later (librdkafka's and
 the Java client's AddPartitionsToTxn backoff: a producer starting its next transaction at once paid those 20 ms
 about once every hundred commits, klog's ~22 ms commit p99 in benches/bench_transactions.py). With the wait set to
-0 klog answers as Kafka does, which the second test shows for an AddPartitionsToTxn pipelined behind the EndTxn (read before the markers can be written, however fast the coordinator writes them)."""
+0 klog answers as Kafka does, which the second test shows for an AddPartitionsToTxn pipelined behind the EndTxn
+(read before the markers can be written, however fast the coordinator writes them)."""
 
 from __future__ import annotations
 
