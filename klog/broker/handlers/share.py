@@ -245,7 +245,13 @@ def close_share_sessions_of(broker: HandlerBroker, connection_id: int) -> None:
         return
     for session in [s for s in sessions.values() if s.connection_id == connection_id]:
         _close(broker, session)
-        asyncio.ensure_future(_persist_closed(broker, session))
+        persisting = asyncio.ensure_future(_persist_closed(broker, session))
+        _PERSISTING.add(persisting)   # the loop keeps only a weak reference to a task
+        persisting.add_done_callback(_PERSISTING.discard)
+
+
+#: the durable writes of closed connections' share sessions still running
+_PERSISTING: set[asyncio.Future[None]] = set()
 
 
 async def _persist_closed(broker: HandlerBroker, session: ShareSession) -> None:
