@@ -18,6 +18,7 @@ from klog.broker.forwarding import (
     item_error_codes,
 )
 from klog.protocol import decode_response, encode_response
+from klog.protocol.errors import ErrorCode
 
 
 def _answer(api_key: int, codes: list[int]) -> dict:
@@ -38,6 +39,17 @@ def test_only_an_answer_of_not_controller_on_every_item_is_sent_again(api_key: i
 def test_list_partition_reassignments_is_sent_again_on_its_top_level_not_controller() -> None:
     assert controller_moved(46, {"error_code": NOT_CONTROLLER, "topics": []})
     assert not controller_moved(46, {"error_code": 0, "topics": []})
+
+
+@pytest.mark.parametrize("api_key", [80, 81])
+def test_a_voter_change_answered_by_a_voter_that_does_not_lead_is_sent_again(api_key: int) -> None:
+    """AddRaftVoter/RemoveRaftVoter are the Raft leader's to decide: a voter that gave up the lead (it removed
+    itself) answers NOT_LEADER_OR_FOLLOWER until the broker learns the new leader, and decided nothing."""
+    assert controller_moved(api_key, {"error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER, "error_message": "moved"})
+    assert controller_moved(api_key, {"error_code": NOT_CONTROLLER, "error_message": None})
+    assert not controller_moved(api_key, {"error_code": ErrorCode.VOTER_NOT_FOUND, "error_message": None})
+    # the active controller's APIs: NOT_LEADER_OR_FOLLOWER is an answer of its own (a partition's)
+    assert not controller_moved(64, {"error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER})
 
 
 def test_error_codes_are_read_from_decoded_responses_too() -> None:

@@ -77,6 +77,12 @@ FORWARD_RETRY_BACKOFF_MS = 100
 #: The largest answer read back from a controller (forwarded answers list one small result per item).
 MAX_FORWARDED_RESPONSE_BYTES = 16 << 20
 NOT_CONTROLLER = ErrorCode.NOT_CONTROLLER
+#: what an answer that decided nothing, its sender not leading, carries: the quorum's voter changes are the Raft
+#: leader's to decide (a voter that lost or gave up the lead, e.g. by removing itself, answers
+#: NOT_LEADER_OR_FOLLOWER), the rest the active controller's
+_NOT_LEADING = {80: frozenset({NOT_CONTROLLER, ErrorCode.NOT_LEADER_OR_FOLLOWER}),
+                81: frozenset({NOT_CONTROLLER, ErrorCode.NOT_LEADER_OR_FOLLOWER})}
+_NOT_ACTIVE_CONTROLLER = frozenset({NOT_CONTROLLER})
 #: EnvelopeRequest (KIP-590): its api key and the version klog sends (Kafka's only one)
 ENVELOPE_API_KEY, ENVELOPE_VERSION = 58, 0
 _SIZE = struct.Struct(">i")
@@ -116,10 +122,12 @@ def item_error_codes(api_key: int, response: Any) -> list[int]:
 
 
 def controller_moved(api_key: int, response: Any) -> bool:
-    """True when the answer says only that its sender is not the active controller (every item NOT_CONTROLLER):
-    the request decided nothing and may be sent again to the new controller."""
+    """True when the answer says only that its sender is not the active controller (every item NOT_CONTROLLER; a
+    voter change's also NOT_LEADER_OR_FOLLOWER): the request decided nothing and may be sent again to the new
+    controller."""
     codes = item_error_codes(api_key, response)
-    return bool(codes) and all(code == NOT_CONTROLLER for code in codes)
+    not_leading = _NOT_LEADING.get(api_key, _NOT_ACTIVE_CONTROLLER)
+    return bool(codes) and all(code in not_leading for code in codes)
 
 
 def forward_timeout_ms(request: Any) -> int:
