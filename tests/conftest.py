@@ -34,11 +34,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="module", params=["klog", "kafka"])
 def klog_and_kafka_bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                              ) -> Iterator[str]:
-    """One broker of each kind for the module (klog, then Apache Kafka), started from the same default
-    properties: its bootstrap servers, for a test that runs unchanged on both."""
+    """One broker of each kind for the module (klog, then Apache Kafka), started from the same properties (the
+    defaults, and the module's ``BROKER_PROPERTIES`` where it has them): its bootstrap servers, for a test that
+    runs unchanged on both."""
     from klog.testing.kafka import one_broker
 
-    with one_broker(request.param, tmp_path_factory.mktemp(request.param)) as servers:
+    properties = getattr(request.module, "BROKER_PROPERTIES", None)
+    with one_broker(request.param, tmp_path_factory.mktemp(request.param), properties) as servers:
         yield servers
 
 

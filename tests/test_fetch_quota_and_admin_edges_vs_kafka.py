@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +17,6 @@ import pytest
 from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
 from klog.records import encode_batch
-from klog.testing.kafka import one_broker
 from klog.testing.wire import WireClient
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(300)]
@@ -29,11 +27,13 @@ OMITTED = -2147483648
 MIB = 1 << 20
 
 
-@pytest.fixture(scope="module", params=["klog", "kafka"])
-def bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with one_broker(request.param, tmp_path_factory.mktemp(request.param),
-                    {"auto.create.topics.enable": "false"}) as servers:
-        yield servers
+#: the module's brokers' properties beside the defaults (conftest's klog_and_kafka_bootstrap)
+BROKER_PROPERTIES = {"auto.create.topics.enable": "false"}
+
+
+@pytest.fixture
+def bootstrap(klog_and_kafka_bootstrap: str) -> str:
+    return klog_and_kafka_bootstrap
 
 
 class Wire(WireClient):
@@ -78,6 +78,15 @@ class Wire(WireClient):
 
 def _base_offset(records: Any) -> int:
     return int.from_bytes(bytes(records)[:8], "big")
+
+
+def _topic_and_a_slow_consumer(bootstrap: str) -> tuple[str, str]:
+    """A topic holding 1,500 records and a client id whose consumer_byte_rate (2 KiB/s) one fetch of them exceeds."""
+    with Wire(bootstrap) as admin:
+        topic = admin.topic()
+        for _ in range(3):
+            assert admin.produce(topic, 0, [b"v"] * 500).error_code == ErrorCode.NONE
+        return topic, _quota_client(admin, 2048.0)
 
 
 def _quota_client(wire: Wire, consumer_byte_rate: float) -> str:
@@ -184,11 +193,7 @@ def test_a_fetch_over_its_consumer_byte_rate_is_answered_empty_and_its_bytes_are
     """Kafka's handleFetchRequest: a throttled fetch is answered with its throttle time and no partition, and what
     it would have sent is taken back from the client's rate, so the next throttle is no longer (klog sent the
     records with the throttle time and counted them: 3.2 s, then 9.6 s)."""
-    with Wire(bootstrap) as admin:
-        topic = admin.topic()
-        for _ in range(3):
-            assert admin.produce(topic, 0, [b"v"] * 500).error_code == ErrorCode.NONE
-        client_id = _quota_client(admin, 2048.0)
+    topic, client_id = _topic_and_a_slow_consumer(bootstrap)
     with Wire(bootstrap, client_id) as consumer:
         first = consumer.fetch(topic, [(0, 0)])
         assert first.throttle_time_ms == 0 and len(bytes(first.responses[0].partitions[0].records)) > 10_000
@@ -203,11 +208,7 @@ def test_a_fetch_over_its_consumer_byte_rate_is_answered_empty_and_its_bytes_are
 def test_a_throttled_fetch_of_a_fetch_session_keeps_the_session(bootstrap: str) -> None:
     """An incremental fetch over the quota is answered empty with its session's id; the session goes on at the next
     epoch (klog sent the records)."""
-    with Wire(bootstrap) as admin:
-        topic = admin.topic()
-        for _ in range(3):
-            assert admin.produce(topic, 0, [b"v"] * 500).error_code == ErrorCode.NONE
-        client_id = _quota_client(admin, 2048.0)
+    topic, client_id = _topic_and_a_slow_consumer(bootstrap)
     with Wire(bootstrap, client_id) as consumer:
         opened = consumer.fetch(topic, [(0, 0)], session_epoch=0)
         assert opened.throttle_time_ms == 0 and opened.session_id != 0 and opened.responses
