@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +15,6 @@ import pytest
 from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
 from klog.records import encode_batch
-from klog.testing.kafka import one_broker
 from klog.testing.wire import WireClient
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(300)]
@@ -25,11 +23,13 @@ pytestmark = [pytest.mark.java, pytest.mark.timeout(300)]
 OMITTED = -2147483648
 
 
-@pytest.fixture(scope="module", params=["klog", "kafka"])
-def bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with one_broker(request.param, tmp_path_factory.mktemp(request.param),
-                    {"auto.create.topics.enable": "false"}) as servers:
-        yield servers
+#: the module's brokers' properties beside the defaults (conftest's klog_and_kafka_bootstrap)
+BROKER_PROPERTIES = {"auto.create.topics.enable": "false"}
+
+
+@pytest.fixture
+def bootstrap(klog_and_kafka_bootstrap: str) -> str:
+    return klog_and_kafka_bootstrap
 
 
 class Wire(WireClient):

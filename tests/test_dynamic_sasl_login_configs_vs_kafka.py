@@ -23,17 +23,19 @@ from confluent_kafka.admin import (  # noqa: E402
 )
 
 from klog.client import admin as klog_admin  # noqa: E402
-from klog.testing.kafka import one_broker  # noqa: E402
 
 NODE_ID = "1"
 #: how long Kafka's broker may take to show a change it reads from its metadata log
 DESCRIBE_WAIT_S = 30
 
 
-@pytest.fixture(scope="module", params=["klog", "kafka"])
-def bootstrap(request, tmp_path_factory):
-    with one_broker(request.param, tmp_path_factory.mktemp(request.param), {"node.id": NODE_ID}) as servers:
-        yield servers
+#: the module's brokers' properties beside the defaults (conftest's klog_and_kafka_bootstrap)
+BROKER_PROPERTIES = {"node.id": NODE_ID}
+
+
+@pytest.fixture
+def bootstrap(klog_and_kafka_bootstrap: str) -> str:
+    return klog_and_kafka_bootstrap
 
 
 @pytest.fixture

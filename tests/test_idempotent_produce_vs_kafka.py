@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,16 +17,14 @@ import pytest
 from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
 from klog.records import encode_batch
-from klog.testing.kafka import one_broker
 from klog.testing.wire import WireClient
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(300)]
 
 
-@pytest.fixture(scope="module", params=["klog", "kafka"])
-def bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with one_broker(request.param, tmp_path_factory.mktemp(request.param)) as servers:
-        yield servers
+@pytest.fixture
+def bootstrap(klog_and_kafka_bootstrap: str) -> str:
+    return klog_and_kafka_bootstrap
 
 
 class Wire(WireClient):

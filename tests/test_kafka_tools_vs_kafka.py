@@ -12,7 +12,6 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,7 +21,6 @@ from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
 from klog.records import encode_batch
 from klog.testing.cluster import CLUSTER_TIMING, cluster_of
-from klog.testing.kafka import one_broker
 from klog.testing.kafka_tools import (CONSUMER_PERFORMANCE, TOPIC_COMMAND, VERIFIABLE_PRODUCER, kafka_tool_command,
                                       run_kafka_tool)
 from klog.testing.process import stop_process
@@ -38,14 +36,14 @@ END_TO_END_LATENCY = "org.apache.kafka.tools.EndToEndLatency"
 REPLICA_VERIFICATION = "org.apache.kafka.tools.ReplicaVerificationTool"
 #: the longest one tool run may take
 TOOL_TIMEOUT_S = 90.0
-PROPS = {"num.partitions": 1, "offsets.topic.num.partitions": 3, "auto.create.topics.enable": "false",
-         "group.initial.rebalance.delay.ms": 0, "group.streams.initial.rebalance.delay.ms": 0}
+#: the module's brokers' properties beside the defaults (conftest's klog_and_kafka_bootstrap)
+BROKER_PROPERTIES = {"num.partitions": 1, "offsets.topic.num.partitions": 3, "auto.create.topics.enable": "false",
+                     "group.initial.rebalance.delay.ms": 0, "group.streams.initial.rebalance.delay.ms": 0}
 
 
-@pytest.fixture(scope="module", params=["klog", "kafka"])
-def bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with one_broker(request.param, tmp_path_factory.mktemp(request.param), PROPS) as servers:
-        yield servers
+@pytest.fixture
+def bootstrap(klog_and_kafka_bootstrap: str) -> str:
+    return klog_and_kafka_bootstrap
 
 
 def tool(main_class: str, *args: str, timeout: float = TOOL_TIMEOUT_S) -> str:

@@ -21,7 +21,6 @@ import pytest
 
 from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
-from klog.testing.kafka import one_broker
 from klog.testing.wire import WireClient, until
 
 ZERO = uuid.UUID(int=0)
@@ -40,11 +39,14 @@ def metadata(wire: WireClient, version: int, names: list[str], allow: bool | Non
     return {t.name: (t.error_code, len(t.partitions)) for t in answer.topics}
 
 
-@pytest.fixture(scope="module", params=["kafka", "klog"])
-def bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+#: the module's brokers' properties beside the defaults (conftest's klog_and_kafka_bootstrap)
+BROKER_PROPERTIES = {"num.partitions": 2}
+
+
+@pytest.fixture
+def bootstrap(klog_and_kafka_bootstrap: str) -> str:
     """A broker of this module's own (no internal topic made by another module), 2 partitions per new topic."""
-    with one_broker(request.param, tmp_path_factory.mktemp(request.param), {"num.partitions": 2}) as servers:
-        yield servers
+    return klog_and_kafka_bootstrap
 
 
 @pytest.fixture
