@@ -32,6 +32,10 @@ so the klog/Kafka ratio the cores allow is Kafka's (client + broker) over klog's
 
 ``--clients java --sizes 1000`` measures one client and size alone; ``--no-consume`` leaves out the consume rows.
 
+``--broker-cpu [--checkouts A,B] [--sizes 10,100] [--runs 5]``: no Kafka and no JSON; one klog broker alone per run,
+confluent-kafka's loop above against it, and the broker's CPU per transaction (:func:`broker_cpu`), for each klog
+source tree given (before/after a change: ``--checkouts /path/to/main,.``, runs alternating their order).
+
 The driver shares the machine's 2 cores with both brokers, so the figures are relative (the ratios), not either
 broker's ceiling. Targets (issue 34: >= 1.5x Kafka's transactional throughput, <= 0.5x its commit p99) are
 reported, not asserted: the machine is shared and the figures are for docs/performance.md ("Transactions").
@@ -43,8 +47,10 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -459,7 +465,83 @@ def _choices(allowed: tuple[Any, ...], kind: Callable[[str], Any]) -> Callable[[
     return parse
 
 
+#: Broker-alone mode (``--broker-cpu``): timed transactions per run and size, after WARMUP_TRANSACTIONS untimed.
+BROKER_CPU_TRANSACTIONS = 2000
+WARMUP_TRANSACTIONS = 300
+
+
+def broker_cpu(checkouts: list[Path], sizes: tuple[int, ...], runs: int, transactions: int,
+               log: Callable[[str], None] = print) -> dict[str, Any]:
+    """One klog broker alone per run and checkout (its ``klog`` package from that source tree, through
+    ``PYTHONPATH``), confluent-kafka's transactional loop of :func:`produce_round` against it: the broker's CPU
+    (``/proc``, all its threads) per transaction over ``transactions`` timed ones after WARMUP_TRANSACTIONS. Runs
+    alternate the checkouts' order, so a before/after comparison (``--checkouts /work/main,.``) shares the machine's
+    load. Medians per checkout and size, and every run's figures."""
+    payload = os.urandom(RECORD_SIZE)
+    samples: dict[str, dict[int, list[dict[str, float]]]] = {str(c): {n: [] for n in sizes} for c in checkouts}
+    started, load_at_start = time.time(), os.getloadavg()[0]
+    saved = os.environ.get("PYTHONPATH")
+    try:
+        for r in range(runs):
+            for checkout in (checkouts if r % 2 == 0 else checkouts[::-1]):
+                os.environ["PYTHONPATH"] = str(checkout)   # the broker process imports klog from there
+                for n in sizes:
+                    work = Path(tempfile.mkdtemp(prefix="txnbench-cpu-"))
+                    try:
+                        props = {**shared_properties(), "auto.create.topics.enable": "false"}
+                        with LAUNCHERS["klog"](work / "klog", props) as broker:
+                            create_topic(broker)
+                            producer = transactional_producer(broker, n)
+                            try:
+                                produce_round(producer, n, WARMUP_TRANSACTIONS * n, payload)
+                                m = with_cpu(lambda: produce_round(producer, n, transactions * n, payload),
+                                             broker.pid, own_cpu_seconds)
+                            finally:
+                                producer.close()
+                    finally:
+                        shutil.rmtree(work, ignore_errors=True)
+                    m["broker_cpu_ms_per_txn"] = m["broker_cpu_s"] / m["commits"] * 1e3
+                    m["wall_ms_per_txn"] = m["wall_s"] / m["commits"] * 1e3
+                    samples[str(checkout)][n].append(m)
+                    log(f"run {r + 1}/{runs} {str(checkout):30} {n:5}/txn broker CPU "
+                        f"{m['broker_cpu_ms_per_txn']:.3f} ms/txn, {m['wall_ms_per_txn']:.3f} ms/txn wall, "
+                        f"{m['mb_per_s']:.2f} MB/s; load {os.getloadavg()[0]:.1f}")
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+    return {"measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), "runs": runs,
+            "transactions": transactions, "loadavg_1m": [load_at_start, os.getloadavg()[0]],
+            "medians": {c: {str(n): _median_of(s) for n, s in by_size.items()} for c, by_size in samples.items()},
+            "samples": {c: {str(n): s for n, s in by_size.items()} for c, by_size in samples.items()}}
+
+
+def broker_cpu_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="klog's broker CPU per transaction, one broker alone "
+                                                 "(--broker-cpu; no Kafka, no JSON written)")
+    parser.add_argument("--broker-cpu", action="store_true", required=True)
+    parser.add_argument("--checkouts", type=lambda t: [Path(p).resolve() for p in t.split(",") if p],
+                        default=[BENCHES.parent], help="comma-separated klog source trees (default: this one)")
+    parser.add_argument("--sizes", type=_choices(TXN_SIZES, int), default=(10, 100),
+                        help="records per transaction, comma-separated (default: 10,100)")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--transactions", type=int, default=BROKER_CPU_TRANSACTIONS)
+    args = parser.parse_args(argv)
+    result = broker_cpu(args.checkouts, args.sizes, args.runs, args.transactions,
+                        lambda line: print(line, flush=True))
+    for checkout, by_size in result["medians"].items():
+        for n, m in by_size.items():
+            print(f"{checkout:30} {n:>5}/txn: broker CPU {m['broker_cpu_ms_per_txn']:.3f} ms/txn (median of "
+                  f"{result['runs']}), wall {m['wall_ms_per_txn']:.3f} ms/txn")
+    print(f"load average {result['loadavg_1m'][0]:.1f} -> {result['loadavg_1m'][1]:.1f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--broker-cpu" in argv:
+        return broker_cpu_main(argv)
     return paired_main(argv, doc=__doc__, run=run, format_table=format_table, results=RESULTS,
                        short_scale=SHORT_SCALE, rounds=5, prefix="txnbench-", add_arguments=add_arguments)
 

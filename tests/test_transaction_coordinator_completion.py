@@ -119,3 +119,44 @@ def test_with_the_completion_wait_the_next_transactions_end_txn_is_answered_once
             await coordinator.stop()
 
     asyncio.run(scenario())
+
+
+def test_markers_that_wait_for_nothing_follow_the_end_txn_answer_and_end_the_completion_in_their_turn() -> None:
+    """Markers written at once (a partition this broker leads, not replicated): written on the loop's turn after the
+    EndTxn answer's send (not before it leaves), the complete state with them, and in that same turn the id is
+    complete: the next transaction's EndTxn (no completion wait) is answered for it, not CONCURRENT_TRANSACTIONS
+    (as it was while a task per transaction ended a turn later)."""
+    async def scenario() -> None:
+        coordinator, release, written = await _coordinator(0)
+        release.set()   # send_markers answers without waiting
+        try:
+            pid, epoch = await _commit_one(coordinator)
+            assert written == []   # the EndTxn answer is sent on the next turn, the markers after it
+            await asyncio.sleep(0)
+            assert written == []
+            await asyncio.sleep(0)
+            assert written == [True]
+            assert coordinator.txns[TID].state.kafka_name == "CompleteCommit"
+            again = await _call(coordinator, 26, 5, transactional_id=TID, producer_id=pid, producer_epoch=epoch,
+                                committed=False)
+            assert (again.error_code, again.producer_epoch) == (E.NONE, epoch + 1), again
+        finally:
+            await coordinator.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_completion_cancelled_before_its_turn_writes_nothing() -> None:
+    """The coordinator stops (or unloads the id) between EndTxn and the markers' turn: nothing is written, and the
+    stop does not wait for it."""
+    async def scenario() -> None:
+        coordinator, release, written = await _coordinator(0)
+        release.set()
+        await _commit_one(coordinator)
+        await coordinator.stop()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert written == [] and not coordinator._completing
+        assert coordinator.txns[TID].state.kafka_name == "PrepareCommit"
+
+    asyncio.run(scenario())

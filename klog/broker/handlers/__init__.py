@@ -9,12 +9,12 @@ imports every handler module (this package imports none of them, so they may imp
 
 from __future__ import annotations
 
-import contextvars
 import inspect
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from klog.broker.run_now import finish_in, start_now
 from klog.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
@@ -49,47 +49,11 @@ def answer_now(coroutine: Coroutine[Any, Any, T]) -> T | Coroutine[Any, Any, T]:
     handler's slow path, which the connection awaits). A request answered so is answered in the read callback
     instead of waking the connection's task for it (a transactional producer's AddPartitionsToTxn and EndTxn, which
     wait for nothing when their ``__transaction_state`` partition is not replicated). It runs in a context of its
-    own, as a task would, so context variables it sets (the coordinator runtime's writes per request) are its own
-    from its first step to its last, wherever it resumes."""
-    context = contextvars.copy_context()
-    try:
-        waiting = context.run(coroutine.send, None)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    return _finish_in(context, coroutine, waiting)
-
-
-async def _finish_in(context: contextvars.Context, coroutine: Coroutine[Any, Any, T], waiting: Any) -> T:
-    answer: T = await _Resumed(context, coroutine, waiting)
-    return answer
-
-
-class _Resumed:
-    """Awaiting it goes on with a coroutine stopped at ``waiting`` (what it yielded: the future it waits for, or
-    None for a bare yield), each step in ``context``; what the awaiting task is sent or thrown goes to it."""
-
-    __slots__ = ("context", "coroutine", "waiting")
-
-    def __init__(self, context: contextvars.Context, coroutine: Coroutine[Any, Any, Any], waiting: Any) -> None:
-        self.context = context
-        self.coroutine = coroutine
-        self.waiting = waiting
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        run, coroutine, waiting = self.context.run, self.coroutine, self.waiting
-        while True:
-            try:
-                sent = yield waiting
-            except BaseException as exc:  # noqa: BLE001 - a cancellation (or any error) goes to the coroutine
-                try:
-                    waiting = run(coroutine.throw, exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    waiting = run(coroutine.send, sent)
-                except StopIteration as done:
-                    return done.value
+    own, as a task would (``klog.broker.run_now``)."""
+    finished, value, context = start_now(coroutine)
+    if finished:
+        return value  # type: ignore[no-any-return]
+    return finish_in(context, coroutine, value)
 
 
 @dataclass(frozen=True)
