@@ -131,16 +131,29 @@ def test_delete_topics_and_create_partitions_with_a_timeout_of_0_time_out_every_
 # ---- CreateTopics' answer ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("validate_only", [False, True])
-def test_create_topics_answers_the_topics_configs_sorted_by_name(bootstrap: str, validate_only: bool) -> None:
+def test_create_topics_answers_the_topics_configs_sorted_by_name_its_own_as_sent(bootstrap: str,
+                                                                                  validate_only: bool) -> None:
     """CreateTopics v5+ describes the new topic's configs as Kafka's controller does, from a map sorted by name
-    (klog listed them in its own order: compression.type before compression.gzip.level, ...)."""
-    [created] = _create(bootstrap, {"name": _name("c"), "num_partitions": 2, "configs": [
-        {"name": "retention.ms", "value": "1000"}]}, validate_only=validate_only)
+    (klog listed them in its own order: compression.type before compression.gzip.level, ...), the topic's own
+    values as the request wrote them (klog: as parsed, "100", "true", "0.5", "delete,compact"); DescribeConfigs
+    describes them parsed on both."""
+    sent = {"retention.ms": " 100 ", "preallocate": "TRUE", "min.cleanable.dirty.ratio": "0.50",
+            "cleanup.policy": "delete , compact"}
+    name = _name("c")
+    [created] = _create(bootstrap, {"name": name, "num_partitions": 2, "configs": [
+        {"name": k, "value": v} for k, v in sent.items()]}, validate_only=validate_only)
     assert (created["error_code"], created["num_partitions"], created["replication_factor"]) == (E.NONE, 2, 1)
     names = [c["name"] for c in created["configs"]]
     assert names == sorted(names) and {"cleanup.policy", "compression.gzip.level", "compression.type"} <= set(names)
-    assert [(c["value"], c["config_source"]) for c in created["configs"] if c["name"] == "retention.ms"] == [
-        ("1000", 1)]
+    assert {c["name"]: c["value"] for c in created["configs"] if c["config_source"] == 1} == sent
+    if not validate_only:
+        until(lambda: _partitions(bootstrap, name) == 2, f"{name} in the metadata")
+        described = _request(bootstrap, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+            {"resource_type": 2, "resource_name": name, "configuration_keys": list(sent)}],
+            "include_synonyms": False, "include_documentation": False})["results"][0]["configs"]
+        assert {c["name"]: c["value"] for c in described} == {
+            "retention.ms": "100", "preallocate": "true", "min.cleanable.dirty.ratio": "0.5",
+            "cleanup.policy": "delete,compact"}
 
 
 def test_create_topics_answers_a_repeated_name_once_after_the_other_topics(bootstrap: str) -> None:

@@ -61,7 +61,7 @@ from klog.controller.tokens import (
 )
 from klog.controller.topics import CreatableTopic, CreatedTopic, MutationCharge, TopicControlManager, TopicError
 from klog.controller.writer import Decision, MetadataWriter, QuorumWriter, RaftQuorumWriter, not_controller_error
-from klog.metadata.config import BrokerConfig, topic_config_entries
+from klog.metadata.config import BrokerConfig, ConfigSource, topic_config_entries
 from klog.metadata import loggers as runtime_loggers
 from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.protocol.errors import ErrorCode
@@ -403,15 +403,19 @@ class ControllerApis:
         quota = self._mutation_quota(19, api_version, client_id, principal)
         results = await self.create(items, validate_only=validate_only, client_id=client_id,
                                     quota=lambda n: quota.record(n, _monotonic_ms()))
+        sent = {t.name: t.configs or {} for t in items}
         for created in results:
             result = created.item
             if api_version >= 5 and result["error_code"] == NONE:
+                # sorted by name (Kafka's controller describes them from a TreeMap), the topic's own values as the
+                # request wrote them (" 100 ", "TRUE"; described later as parsed)
+                own = sent[result["name"]]
                 result["configs"] = [
-                    {"name": e["name"], "value": e["value"], "read_only": e["read_only"],
-                     "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
+                    {"name": e["name"], "value": own.get(e["name"], e["value"])
+                     if e["config_source"] == ConfigSource.TOPIC_CONFIG else e["value"],
+                     "read_only": e["read_only"], "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
                     for e in sorted(topic_config_entries(self.config, created.overrides or {}, None,
                                                          include_synonyms=False), key=lambda e: e["name"])]
-                # (sorted by name: Kafka's controller describes them from a TreeMap)
             else:   # v5+ refused: Kafka answers an empty list (its schema's default), not null; before v5 none
                 result["configs"] = [] if api_version >= 5 else None
         return {"throttle_time_ms": quota.throttle_time_ms(_monotonic_ms()),
