@@ -93,11 +93,12 @@ def _request_refused(requested: list[MetadataRequestTopic], code: int = errors.I
     """Kafka's answer to a request its KafkaApis throws on: a v10/v11 request naming a topic by id (alone or
     beside its name: "Topic name can not be null" / "Topic IDs are not supported in requests for version ...",
     INVALID_REQUEST), a v12+ one naming a topic by neither (its null name fails the lookup: UNKNOWN_SERVER_ERROR).
-    The request's error answer: every topic ``code``, no brokers, no cluster id, no controller."""
+    The request's error answer: every topic ``code`` (and the whole answer, v13+), no brokers, no cluster id, no
+    controller."""
     return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
             "topics": [{**_error_entry(item.name or "", code), "topic_id": item.topic_id}
                        for item in requested],
-            "cluster_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED, "error_code": errors.NONE}
+            "cluster_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED, "error_code": code}
 
 
 async def _auto_create(broker: HandlerBroker, response: MetadataResponse, pending: list[str]) -> MetadataResponse:
