@@ -116,13 +116,13 @@ def test_a_refused_commit_answers_its_error_on_the_items_that_would_have_succeed
 def test_a_commit_that_fails_answers_its_error_and_the_image_stays():
     quorum = MemoryQuorum(registered_brokers(1))
     quorum.refuse_commit = TopicError(int(ErrorCode.NOT_CONTROLLER), "leadership moved")
-    answer = run(controller(quorum).delete_topics(NS(topic_names=["missing"]), 5))
+    answer = run(controller(quorum).delete_topics(NS(topic_names=["missing"], timeout_ms=30_000), 5))
     assert answer["responses"][0]["error_code"] == int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)   # nothing to commit
     quorum.refuse_commit = None
     apis = controller(quorum)
     run(apis.create_topics(create_request("orders"), 7, "c"))
     quorum.refuse_commit = TopicError(int(ErrorCode.NOT_CONTROLLER), "leadership moved")
-    answer = run(apis.delete_topics(NS(topic_names=["orders"]), 5))
+    answer = run(apis.delete_topics(NS(topic_names=["orders"], timeout_ms=30_000), 5))
     assert answer["responses"][0]["error_code"] == int(ErrorCode.NOT_CONTROLLER)
     assert quorum.image.topic("orders") is not None
 

@@ -32,6 +32,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar, Union, cast
 
@@ -60,7 +61,7 @@ from klog.controller.tokens import (
 )
 from klog.controller.topics import CreatableTopic, CreatedTopic, MutationCharge, TopicControlManager, TopicError
 from klog.controller.writer import Decision, MetadataWriter, QuorumWriter, RaftQuorumWriter, not_controller_error
-from klog.metadata.config import BrokerConfig, topic_config_entries
+from klog.metadata.config import BrokerConfig, ConfigSource, topic_config_entries
 from klog.metadata import loggers as runtime_loggers
 from klog.metadata.image import ConfigResourceType, MetadataImage
 from klog.protocol.errors import ErrorCode
@@ -225,6 +226,14 @@ def _nothing_deleted(item: DeleteAclsResponseFilterResult, exc: TopicError) -> N
     item["matching_acls"] = []
 
 
+def _past_deadline(timeout_ms: int, named: Iterable[object]) -> bool:
+    """Kafka's controller times a request's event out when its deadline (now + the request's timeout_ms) has
+    passed when the event runs: always for a timeout_ms of 0 or less, once a request leaves its controller
+    anything to do (``named``: its items that are neither repeated nor refused before the controller)."""
+    counts = Counter(named)
+    return timeout_ms <= 0 and any(n == 1 for n in counts.values())
+
+
 async def _answered(answer: T) -> T:
     """An answer ready now, as an awaitable."""
     return answer
@@ -386,17 +395,27 @@ class ControllerApis:
         """``principal`` and ``client_id``: whose controller mutation quota the partitions are charged to."""
         items = [CreatableTopic.from_request(t) for t in request.topics]
         validate_only = bool(getattr(request, "validate_only", False))
+        if _past_deadline(request.timeout_ms, (t.name for t in items)):   # the request's error answer
+            return {"throttle_time_ms": 0, "topics": [
+                {"name": t.name, "topic_id": _ZERO_UUID, "error_code": int(ErrorCode.REQUEST_TIMED_OUT),
+                 "error_message": None, "num_partitions": -1, "replication_factor": -1,
+                 "configs": [] if api_version >= 5 else None} for t in items]}
         quota = self._mutation_quota(19, api_version, client_id, principal)
         results = await self.create(items, validate_only=validate_only, client_id=client_id,
                                     quota=lambda n: quota.record(n, _monotonic_ms()))
+        sent = {t.name: t.configs or {} for t in items}
         for created in results:
             result = created.item
             if api_version >= 5 and result["error_code"] == NONE:
+                # sorted by name (Kafka's controller describes them from a TreeMap), the topic's own values as the
+                # request wrote them (" 100 ", "TRUE"; described later as parsed)
+                own = sent[result["name"]]
                 result["configs"] = [
-                    {"name": e["name"], "value": e["value"], "read_only": e["read_only"],
-                     "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
-                    for e in topic_config_entries(self.config, created.overrides or {}, None,
-                                                  include_synonyms=False)]
+                    {"name": e["name"], "value": own.get(e["name"], e["value"])
+                     if e["config_source"] == ConfigSource.TOPIC_CONFIG else e["value"],
+                     "read_only": e["read_only"], "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
+                    for e in sorted(topic_config_entries(self.config, created.overrides or {}, None,
+                                                         include_synonyms=False), key=lambda e: e["name"])]
             else:   # v5+ refused: Kafka answers an empty list (its schema's default), not null; before v5 none
                 result["configs"] = [] if api_version >= 5 else None
         return {"throttle_time_ms": quota.throttle_time_ms(_monotonic_ms()),
@@ -415,6 +434,12 @@ class ControllerApis:
             wanted = [(t.name, getattr(t, "topic_id", _ZERO_UUID)) for t in request.topics]
         else:
             wanted = [(name, _ZERO_UUID) for name in request.topic_names]
+        if _past_deadline(request.timeout_ms, (
+                name if topic_id == _ZERO_UUID else topic_id for name, topic_id in wanted
+                if (name is None) != (topic_id == _ZERO_UUID))):   # the request's error answer
+            return {"throttle_time_ms": 0, "responses": [
+                {"name": name, "topic_id": topic_id, "error_code": int(ErrorCode.REQUEST_TIMED_OUT), "error_message": None}
+                for name, topic_id in wanted]}
         quota = self._mutation_quota(20, api_version, client_id, principal)
         responses = await self._write(lambda image: self.topics.delete_topics(
             wanted, image, now_ms(), lambda n: quota.record(n, _monotonic_ms())), _items)
@@ -423,6 +448,10 @@ class ControllerApis:
     async def create_partitions(self, request: CreatePartitionsRequest, api_version: int = 0,
                                 client_id: str | None = None, principal: KafkaPrincipal = ANONYMOUS
                                 ) -> CreatePartitionsResponse:
+        if _past_deadline(request.timeout_ms, (t.name for t in request.topics)):   # the request's error answer
+            return {"throttle_time_ms": 0, "results": [
+                {"name": t.name, "error_code": int(ErrorCode.REQUEST_TIMED_OUT), "error_message": None}
+                for t in request.topics]}
         quota = self._mutation_quota(37, api_version, client_id, principal)
         results = await self._write(lambda image: self.topics.create_partitions(
             request, image, now_ms(), lambda n: quota.record(n, _monotonic_ms())), _items)

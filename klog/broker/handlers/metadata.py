@@ -88,14 +88,17 @@ def _error_entry(name: str | None, code: int) -> MetadataResponseTopic:
 FIRST_TOPIC_ID_VERSION = 12
 
 
-def _invalid_request(requested: list[MetadataRequestTopic]) -> MetadataResponse:
-    """Kafka's answer to a v10/v11 request naming a topic by id alone (KafkaApis throws InvalidRequestException
-    "Topic name can not be null for version ..."): the request's error answer, every topic INVALID_REQUEST, no
-    brokers, no cluster id, no controller."""
+def _request_refused(requested: list[MetadataRequestTopic], code: int = errors.INVALID_REQUEST
+                     ) -> MetadataResponse:
+    """Kafka's answer to a request its KafkaApis throws on: a v10/v11 request naming a topic by id (alone or
+    beside its name: "Topic name can not be null" / "Topic IDs are not supported in requests for version ...",
+    INVALID_REQUEST), a v12+ one naming a topic by neither (its null name fails the lookup: UNKNOWN_SERVER_ERROR).
+    The request's error answer: every topic ``code`` (and the whole answer, v13+), no brokers, no cluster id, no
+    controller."""
     return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
-            "topics": [{**_error_entry(item.name or "", errors.INVALID_REQUEST), "topic_id": item.topic_id}
+            "topics": [{**_error_entry(item.name or "", code), "topic_id": item.topic_id}
                        for item in requested],
-            "cluster_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED, "error_code": errors.NONE}
+            "cluster_authorized_operations": errors.AUTHORIZED_OPERATIONS_OMITTED, "error_code": code}
 
 
 async def _auto_create(broker: HandlerBroker, response: MetadataResponse, pending: list[str]) -> MetadataResponse:
@@ -119,8 +122,12 @@ def handle_metadata(broker: HandlerBroker, ctx: RequestContext, request: Metadat
     metadata = broker.metadata
     topics: list[MetadataResponseTopic] = []
     pending: list[str] = []
-    if requested and version < FIRST_TOPIC_ID_VERSION and any(item.name is None for item in requested):
-        return _invalid_request(requested)
+    if requested and version < FIRST_TOPIC_ID_VERSION and any(
+            item.name is None or item.topic_id != errors.ZERO_UUID for item in requested):
+        return _request_refused(requested)
+    if requested and all(item.topic_id == errors.ZERO_UUID for item in requested) and any(
+            item.name is None for item in requested):
+        return _request_refused(requested, errors.UNKNOWN_SERVER_ERROR)
     if requested is None or (version == 0 and not requested):
         # every topic the principal may describe; the others are left out, unnamed
         names = metadata.topic_names()

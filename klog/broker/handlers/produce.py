@@ -142,6 +142,10 @@ _rejections = _Rejections()
 
 #: a refused batch: (error code, message (None: Kafka sends none), record_errors)
 Refusal = tuple[int, str | None, list["ProduceResponseBatchIndexAndErrorMessage"]]
+#: how the refusals of Kafka's ProduceRequest.validateRecords begin (answered by KafkaApis, before the log)
+REQUEST_RULES_WORDS = "Produce requests with version "
+#: the native validator's words for a keyless record on a compacted topic (rust/klog-core/src/batch/validate.rs)
+COMPACTED_WITHOUT_KEY = "Compacted topic cannot accept message without key"
 #: Kafka 4's smallest segment.bytes (LogConfig's atLeast(1024 * 1024))
 KAFKA_MIN_SEGMENT_BYTES = 1 << 20
 
@@ -484,9 +488,16 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
     append to learn it from)."""
     if isinstance(verdict, tuple):
         code, message, record_errors = verdict
+        if message is not None and COMPACTED_WITHOUT_KEY in message:
+            message, record_errors = _naming_the_partition(message, record_errors, f"{name}-{index}")
         answer = _rejected(name, index, code, message, record_errors, ctx.header.client_id)
-        log_ = broker.partitions.get(name, index) if record_errors else None
-        if log_ is not None:   # Kafka's RecordValidationException: answered with the partition's log start offset
+        # Kafka's LogValidator refusals (its RecordValidationException, and its other InvalidRecordExceptions,
+        # which ReplicaManager's catch-all answers) carry the partition's log start offset; the request's own rules
+        # (KafkaApis: "Produce requests with version ...") and a corrupt or too large batch do not
+        by_validator = record_errors or (code == errors.INVALID_RECORD and not (message or "").startswith(
+            REQUEST_RULES_WORDS))
+        log_ = broker.partitions.get(name, index) if by_validator else None
+        if log_ is not None:
             answer["log_start_offset"] = log_.log_start_offset
         return answer
     if not route:
@@ -547,7 +558,7 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
             return _not_leader(broker, name, index, ctx.api_version, leaders)
         return _partition_error(index, exc.code, exc.message)
     except RecordTooLargeError as exc:
-        return _partition_error(index, errors.MESSAGE_TOO_LARGE, str(exc))
+        return _rejected(name, index, errors.MESSAGE_TOO_LARGE, str(exc), [], ctx.header.client_id)
     except ValueError as exc:  # CorruptRecordError: what the log's own checks refuse (the CRC among them)
         return _rejected(name, index, errors.CORRUPT_MESSAGE, str(exc), [], ctx.header.client_id)
     except OSError as exc:
@@ -601,11 +612,24 @@ def _wait_for_ack(broker: HandlerBroker, request: ProduceRequest, name: str, ind
     return entry
 
 
+def _naming_the_partition(message: str, record_errors: list[ProduceResponseBatchIndexAndErrorMessage],
+                          partition: str) -> tuple[str, list[ProduceResponseBatchIndexAndErrorMessage]]:
+    """Kafka's LogValidator names the partition in its refusal of a keyless record on a compacted topic (the
+    native validator, which knows no partition, leaves it out)."""
+    named = f"{COMPACTED_WITHOUT_KEY} in topic partition {partition}"
+    return message.replace(COMPACTED_WITHOUT_KEY, named), [
+        {"batch_index": e["batch_index"],
+         "batch_index_error_message": (e["batch_index_error_message"] or "").replace(COMPACTED_WITHOUT_KEY, named)}
+        for e in record_errors]
+
+
 def _rejected(name: str, index: int, code: int, message: str | None,
               record_errors: list[ProduceResponseBatchIndexAndErrorMessage], client_id: str | None) -> ProduceResponsePartitionProduceResponse:
-    """The partition response refusing a batch, logged (one line a second at most)."""
+    """The partition response refusing a batch, logged (one line a second at most). Its message goes on the wire
+    only beside record errors: Kafka words no other refusal of a batch (ReplicaManager's hasCustomErrorMessage is
+    set for a RecordValidationException alone)."""
     _rejections.log(name, index, code, message or "", client_id)
-    response = _partition_error(index, code, message)
+    response = _partition_error(index, code, message if record_errors else None)
     response["record_errors"] = record_errors
     return response
 

@@ -445,10 +445,15 @@ impl RecordChecker {
                 });
             }
         } else if self.log_append_time {
+            // Kafka's words, with its DefaultRecord.toString (the record's offset is its delta: a
+            // produced batch's base offset is 0)
+            let (key, value) = (r.key.map_or(0, <[u8]>::len), r.value.map_or(0, <[u8]>::len));
             self.record_error(index, true, || {
-                "Invalid timestamp type in message: producer should not set timestamp type to \
-                 LogAppendTime"
-                    .to_string()
+                format!(
+                    "Invalid timestamp type in message DefaultRecord(offset={index}, timestamp={ts}, \
+                     key={key} bytes, value={value} bytes). Producer should not set timestamp type to \
+                     LogAppendTime."
+                )
             });
         }
         Ok(())
