@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["MECHANISMS", "MAX_ITERATIONS", "MIN_ITERATIONS", "ScramClient", "ScramCredential", "ScramError",
-           "ScramServer", "make_credential", "mechanism_name", "mechanism_type", "salted_password"]
+__all__ = ["MECHANISMS", "MAX_ITERATIONS", "MIN_ITERATIONS", "AuthorizationIdDiffers", "ScramClient", "ScramCredential",
+           "ScramError", "ScramServer", "make_credential", "mechanism_name", "mechanism_type", "salted_password"]
 
 #: Kafka's ScramMechanism type codes (UserScramCredentialRecord.mechanism, the admin APIs) -> (name, hash)
 MECHANISMS: dict[int, tuple[str, str]] = {1: ("SCRAM-SHA-256", "sha256"), 2: ("SCRAM-SHA-512", "sha512")}
@@ -36,6 +36,11 @@ _PRINTABLE = re.compile(r"^[\x21-\x2b\x2d-\x7e]+$")   # RFC 5802 "printable": no
 
 class ScramError(Exception):
     """The exchange failed: ``message`` is safe to send to the peer (it names no secret)."""
+
+
+class AuthorizationIdDiffers(ScramError):
+    """The client-first message asked for an authorization id other than its user: the one refusal Kafka's
+    ScramSaslServer words for the client (every other one is "invalid credentials")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,8 +160,9 @@ class ScramServer:
         self._gs2_header = ""
 
     def first(self, message: bytes) -> bytes:
-        """client-first -> server-first. A user without a credential is refused after the client's proof (a
-        made-up salt meanwhile), so an unknown user and a wrong password look the same to the client."""
+        """client-first -> server-first. As Kafka's ScramSaslServer, a user (or delegation token) without a
+        credential is refused here ("invalid credentials"), then an authorization id other than the user
+        (:class:`AuthorizationIdDiffers`)."""
         text = _decode(message)
         if not (text.startswith("n,") or text.startswith("y,")):
             raise ScramError("invalid SCRAM message: channel binding is not supported (gs2 flag must be n or y)")
@@ -170,8 +176,6 @@ class ScramServer:
             raise ScramError("invalid SCRAM message: the client-first message needs n= and r=")
         self.token_auth = attributes.get("tokenauth", "false").lower() == "true"
         username = unescape_username(attributes["n"])
-        if authzid and authzid != f"a={escape_username(username)}":
-            raise ScramError("authorization id differs from the user name")
         client_nonce = attributes["r"]
         if not _PRINTABLE.match(client_nonce):
             raise ScramError("invalid SCRAM message: bad nonce")
@@ -181,11 +185,11 @@ class ScramServer:
             credential = self._token_lookup(username) if self._token_lookup is not None else None
         else:
             credential = self._lookup(username)
+        if credential is None:
+            raise ScramError("invalid credentials")
+        if authzid and authzid != f"a={escape_username(username)}":
+            raise AuthorizationIdDiffers("authorization id differs from the user name")
         self._credential = credential
-        if credential is None:   # answer as for a real user; the proof check fails
-            digest_size = hashlib.new(self._digest).digest_size
-            credential = ScramCredential(hashlib.sha256(b"klog-unknown-user:" + username.encode()).digest(),
-                                         os.urandom(digest_size), os.urandom(digest_size), MIN_ITERATIONS)
         self._nonce = client_nonce + (self._own_nonce or _nonce())
         self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode('ascii')},"
                               f"i={credential.iterations}")
