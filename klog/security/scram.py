@@ -31,7 +31,12 @@ NONCE_BYTES = 24
 SALT_BYTES = 32
 #: the longest SCRAM message accepted (a user name and a nonce fit many times over)
 MAX_MESSAGE_BYTES = 4096
-_PRINTABLE = re.compile(r"^[\x21-\x2b\x2d-\x7e]+$")   # RFC 5802 "printable": no comma
+# Kafka's ScramMessages.ClientFirstMessage pattern: gs2 flag "n" only, an optional authorization id, a reserved
+# "m=" ignored, the user (ASCII, "=2C"/"=3D" escapes), the nonce, then extensions (tokenauth=true among them)
+_SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
+_VALUE = r"[\x01-\x2b\x2d-\x7f]+"
+_CLIENT_FIRST = re.compile(rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?:m={_VALUE},)?n=(?P<saslname>{_SASLNAME}),"
+                           rf"r=(?P<nonce>[\x21-\x2b\x2d-\x7e]+)(?P<extensions>(?:,[A-Za-z]+={_VALUE})*)")
 
 
 class ScramError(Exception):
@@ -164,21 +169,15 @@ class ScramServer:
         credential is refused here ("invalid credentials"), then an authorization id other than the user
         (:class:`AuthorizationIdDiffers`)."""
         text = _decode(message)
-        if not (text.startswith("n,") or text.startswith("y,")):
-            raise ScramError("invalid SCRAM message: channel binding is not supported (gs2 flag must be n or y)")
-        gs2_flag, _, rest = text.partition(",")
-        authzid, _, bare = rest.partition(",")
-        self._gs2_header = f"{gs2_flag},{authzid},"
-        attributes = _fields(bare)
-        if "m" in attributes:
-            raise ScramError("invalid SCRAM message: mandatory extensions are not supported")
-        if "n" not in attributes or "r" not in attributes:
-            raise ScramError("invalid SCRAM message: the client-first message needs n= and r=")
-        self.token_auth = attributes.get("tokenauth", "false").lower() == "true"
-        username = unescape_username(attributes["n"])
-        client_nonce = attributes["r"]
-        if not _PRINTABLE.match(client_nonce):
-            raise ScramError("invalid SCRAM message: bad nonce")
+        match = _CLIENT_FIRST.fullmatch(text)
+        if match is None:
+            raise ScramError("invalid SCRAM message: not a client-first message")
+        authzid = match["authzid"] or ""
+        self._gs2_header = f"n,{'a=' + authzid if authzid else ''},"
+        bare = text[len(self._gs2_header):]
+        extensions = dict(part.split("=", 1) for part in match["extensions"].split(",")[1:])
+        self.token_auth = extensions.get("tokenauth", "false").lower() == "true"
+        username = unescape_username(match["saslname"])
         self.username = username
         self._client_first_bare = bare
         if self.token_auth:
@@ -187,10 +186,10 @@ class ScramServer:
             credential = self._lookup(username)
         if credential is None:
             raise ScramError("invalid credentials")
-        if authzid and authzid != f"a={escape_username(username)}":
+        if authzid and authzid != username:   # Kafka compares the id as sent with the unescaped user
             raise AuthorizationIdDiffers("authorization id differs from the user name")
         self._credential = credential
-        self._nonce = client_nonce + (self._own_nonce or _nonce())
+        self._nonce = match["nonce"] + (self._own_nonce or _nonce())
         self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode('ascii')},"
                               f"i={credential.iterations}")
         return self._server_first.encode("ascii")
