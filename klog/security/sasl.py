@@ -5,9 +5,11 @@ Mechanisms: PLAIN (RFC 4616; the users are the ``user_<name>="<password>"`` opti
 ``PlainLoginModule`` JAAS config, :func:`parse_jaas`) and SCRAM-SHA-256/512 (:mod:`klog.security.scram`;
 the credentials are the metadata image's ``UserScramCredentialRecord``\\s).
 
-A failure raises :class:`AuthenticationFailed`, whose message is what Kafka sends the client ("Authentication
-failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"); ``log_reason`` is
-for the broker's one log line (it names the user, never a password).
+A failure raises :class:`AuthenticationFailed`, whose message is what Kafka sends the client: PlainSaslServer's own
+words for PLAIN ("Authentication failed: Invalid username or password"), "Authentication failed during
+authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256" for any SCRAM refusal but an
+authorization id other than the user; ``log_reason`` is for the broker's one log line (it names the user, never a
+password).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from klog.protocol.errors import ErrorCode
 from klog.protocol.messages import api_name
 from klog.security.oauth import JwksValidator, OAuthBearerServer, TokenRefused, Validator, validator_for
 from klog.security.principal import KafkaPrincipal
-from klog.security.scram import ScramCredential, ScramError, ScramServer
+from klog.security.scram import AuthorizationIdDiffers, ScramCredential, ScramError, ScramServer
 from klog.security.tokens import TokenLogin
 
 __all__ = ["AuthenticationFailed", "JaasConfig", "SaslSession", "listener_jaas", "listener_oauth_validator",
@@ -34,8 +36,8 @@ __all__ = ["AuthenticationFailed", "JaasConfig", "SaslSession", "listener_jaas",
 PLAIN = "PLAIN"
 OAUTHBEARER = "OAUTHBEARER"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-#: the longest PLAIN token (authzid, user name and password)
-MAX_PLAIN_TOKEN_BYTES = 4096
+#: Kafka's words (PlainSaslServer, ScramSaslServer) for a login asking for another principal's authorization id
+AUTHORIZATION_ID_DIFFERS = "Authentication failed: Client requested an authorization id that is different from username"
 
 _JAAS_RE = re.compile(r"^\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)\s*(?P<opts>.*?)"
                       r"\s*;\s*$", re.S)
@@ -186,17 +188,20 @@ class SaslSession:
             if scram.username is None:
                 return scram.first(token)
             answer = scram.final(token)
+        except AuthorizationIdDiffers:
+            raise AuthenticationFailed(AUTHORIZATION_ID_DIFFERS, f"user {scram.username!r}: another authorization id"
+                                       ) from None
         except ScramError as exc:
+            # Kafka's ScramSaslServer words none of these for the client
             user = scram.username
-            if str(exc) == "invalid credentials":
-                if scram.token_auth:   # the log names the token id, never its HMAC
-                    raise _invalid_credentials(mechanism, f"delegation token {user!r}: " + (
-                        "wrong HMAC" if self._token is not None else "no such token (or expired)")) from None
-                known = self.scram_lookup(mechanism, user) is not None if user is not None else False
-                raise _invalid_credentials(mechanism, f"user {user!r}: " + (
-                    "wrong password" if known else "no such user")) from None
-            raise AuthenticationFailed(f"Authentication failed during authentication due to: {exc}",
-                                       f"user {user!r}: {exc}") from None
+            if str(exc) != "invalid credentials":
+                raise _invalid_credentials(mechanism, f"user {user!r}: {exc}") from None
+            if scram.token_auth:   # the log names the token id, never its HMAC
+                raise _invalid_credentials(mechanism, f"delegation token {user!r}: " + (
+                    "wrong HMAC" if self._token is not None else "no such token (or expired)")) from None
+            known = self.scram_lookup(mechanism, user) is not None if user is not None else False
+            raise _invalid_credentials(mechanism, f"user {user!r}: " + (
+                "wrong password" if known else "no such user")) from None
         if scram.token_auth:
             # a token login is its owner's, marked token-authenticated (Kafka: the ScramSaslServer's
             # authorization id is the token's owner)
@@ -244,27 +249,42 @@ class SaslSession:
         return answer
 
     def _plain(self, token: bytes) -> bytes:
-        if len(token) > MAX_PLAIN_TOKEN_BYTES:
-            raise AuthenticationFailed("Authentication failed during authentication due to: PLAIN token too long",
-                                       f"PLAIN token of {len(token)} bytes")
-        try:
-            authzid, username, password = token.decode("utf-8").split("\0")
-        except ValueError:
-            raise AuthenticationFailed("Authentication failed during authentication due to: Invalid SASL/PLAIN "
-                                       "response: expected 3 tokens", "malformed PLAIN token") from None
+        """Kafka's PlainSaslServer: its checks in its order, its messages (sent as they are)."""
+        tokens = _plain_tokens(token.decode("utf-8", errors="replace"))
+        if len(tokens) != 3:
+            raise AuthenticationFailed(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(tokens)}",
+                                       "malformed PLAIN token")
+        authzid, username, password = tokens
         if not username:
-            raise AuthenticationFailed("Authentication failed during authentication due to: Authentication failed: "
-                                       "username not specified", "PLAIN token without a user name")
-        if authzid and authzid != username:
-            raise AuthenticationFailed("Authentication failed during authentication due to: Authentication failed: "
-                                       "Client requested an authorization id that is different from username",
-                                       f"user {username!r}: authorization id {authzid!r}")
+            raise AuthenticationFailed("Authentication failed: username not specified",
+                                       "PLAIN token without a user name")
+        if not password:
+            raise AuthenticationFailed("Authentication failed: password not specified",
+                                       f"user {username!r}: PLAIN token without a password")
         expected = self.plain_users.get(username)
         if expected is None or not hmac.compare_digest(expected.encode("utf-8"), password.encode("utf-8")):
-            raise _invalid_credentials(PLAIN, f"user {username!r}: " + ("no such user" if expected is None
-                                                                         else "wrong password"))
+            raise AuthenticationFailed("Authentication failed: Invalid username or password",
+                                       f"user {username!r}: " + ("no such user" if expected is None
+                                                                 else "wrong password"))
+        if authzid and authzid != username:
+            raise AuthenticationFailed(AUTHORIZATION_ID_DIFFERS, f"user {username!r}: authorization id {authzid!r}")
         self.principal = KafkaPrincipal("User", username)
         return b""
+
+
+def _plain_tokens(text: str) -> list[str]:
+    """A PLAIN response cut at its NULs as Kafka's PlainSaslServer.extractTokens does: at most four pieces (three
+    is a well-formed response; a fourth NUL and what follows it make no fifth)."""
+    tokens: list[str] = []
+    start = 0
+    for _ in range(4):
+        end = text.find("\0", start)
+        if end == -1:
+            tokens.append(text[start:])
+            break
+        tokens.append(text[start:end])
+        start = end + 1
+    return tokens
 
 
 def listener_jaas(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:

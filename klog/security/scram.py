@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["MECHANISMS", "MAX_ITERATIONS", "MIN_ITERATIONS", "ScramClient", "ScramCredential", "ScramError",
-           "ScramServer", "make_credential", "mechanism_name", "mechanism_type", "salted_password"]
+__all__ = ["MECHANISMS", "MAX_ITERATIONS", "MIN_ITERATIONS", "AuthorizationIdDiffers", "ScramClient", "ScramCredential",
+           "ScramError", "ScramServer", "make_credential", "mechanism_name", "mechanism_type", "salted_password"]
 
 #: Kafka's ScramMechanism type codes (UserScramCredentialRecord.mechanism, the admin APIs) -> (name, hash)
 MECHANISMS: dict[int, tuple[str, str]] = {1: ("SCRAM-SHA-256", "sha256"), 2: ("SCRAM-SHA-512", "sha512")}
@@ -31,11 +31,21 @@ NONCE_BYTES = 24
 SALT_BYTES = 32
 #: the longest SCRAM message accepted (a user name and a nonce fit many times over)
 MAX_MESSAGE_BYTES = 4096
-_PRINTABLE = re.compile(r"^[\x21-\x2b\x2d-\x7e]+$")   # RFC 5802 "printable": no comma
+# Kafka's ScramMessages.ClientFirstMessage pattern: gs2 flag "n" only, an optional authorization id, a reserved
+# "m=" ignored, the user (ASCII, "=2C"/"=3D" escapes), the nonce, then extensions (tokenauth=true among them)
+_SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
+_VALUE = r"[\x01-\x2b\x2d-\x7f]+"
+_CLIENT_FIRST = re.compile(rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?:m={_VALUE},)?n=(?P<saslname>{_SASLNAME}),"
+                           rf"r=(?P<nonce>[\x21-\x2b\x2d-\x7e]+)(?P<extensions>(?:,[A-Za-z]+={_VALUE})*)")
 
 
 class ScramError(Exception):
     """The exchange failed: ``message`` is safe to send to the peer (it names no secret)."""
+
+
+class AuthorizationIdDiffers(ScramError):
+    """The client-first message asked for an authorization id other than its user: the one refusal Kafka's
+    ScramSaslServer words for the client (every other one is "invalid credentials")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,38 +165,31 @@ class ScramServer:
         self._gs2_header = ""
 
     def first(self, message: bytes) -> bytes:
-        """client-first -> server-first. A user without a credential is refused after the client's proof (a
-        made-up salt meanwhile), so an unknown user and a wrong password look the same to the client."""
+        """client-first -> server-first. As Kafka's ScramSaslServer, a user (or delegation token) without a
+        credential is refused here ("invalid credentials"), then an authorization id other than the user
+        (:class:`AuthorizationIdDiffers`)."""
         text = _decode(message)
-        if not (text.startswith("n,") or text.startswith("y,")):
-            raise ScramError("invalid SCRAM message: channel binding is not supported (gs2 flag must be n or y)")
-        gs2_flag, _, rest = text.partition(",")
-        authzid, _, bare = rest.partition(",")
-        self._gs2_header = f"{gs2_flag},{authzid},"
-        attributes = _fields(bare)
-        if "m" in attributes:
-            raise ScramError("invalid SCRAM message: mandatory extensions are not supported")
-        if "n" not in attributes or "r" not in attributes:
-            raise ScramError("invalid SCRAM message: the client-first message needs n= and r=")
-        self.token_auth = attributes.get("tokenauth", "false").lower() == "true"
-        username = unescape_username(attributes["n"])
-        if authzid and authzid != f"a={escape_username(username)}":
-            raise ScramError("authorization id differs from the user name")
-        client_nonce = attributes["r"]
-        if not _PRINTABLE.match(client_nonce):
-            raise ScramError("invalid SCRAM message: bad nonce")
+        match = _CLIENT_FIRST.fullmatch(text)
+        if match is None:
+            raise ScramError("invalid SCRAM message: not a client-first message")
+        authzid = match["authzid"] or ""
+        self._gs2_header = f"n,{'a=' + authzid if authzid else ''},"
+        bare = text[len(self._gs2_header):]
+        extensions = dict(part.split("=", 1) for part in match["extensions"].split(",")[1:])
+        self.token_auth = extensions.get("tokenauth", "false").lower() == "true"
+        username = unescape_username(match["saslname"])
         self.username = username
         self._client_first_bare = bare
         if self.token_auth:
             credential = self._token_lookup(username) if self._token_lookup is not None else None
         else:
             credential = self._lookup(username)
+        if credential is None:
+            raise ScramError("invalid credentials")
+        if authzid and authzid != username:   # Kafka compares the id as sent with the unescaped user
+            raise AuthorizationIdDiffers("authorization id differs from the user name")
         self._credential = credential
-        if credential is None:   # answer as for a real user; the proof check fails
-            digest_size = hashlib.new(self._digest).digest_size
-            credential = ScramCredential(hashlib.sha256(b"klog-unknown-user:" + username.encode()).digest(),
-                                         os.urandom(digest_size), os.urandom(digest_size), MIN_ITERATIONS)
-        self._nonce = client_nonce + (self._own_nonce or _nonce())
+        self._nonce = match["nonce"] + (self._own_nonce or _nonce())
         self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode('ascii')},"
                               f"i={credential.iterations}")
         return self._server_first.encode("ascii")

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         ApiVersionsResponseApiVersion,
     )
 
+API_VERSIONS_KEY = 18
 # KIP-511: client software names and versions must match this, else INVALID_REQUEST.
 _SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
@@ -26,8 +27,11 @@ def _api_keys(broker: HandlerBroker) -> list[ApiVersionsResponseApiVersion]:
 
 
 def unsupported_version_response(broker: HandlerBroker) -> ApiVersionsResponse:
-    """The v0-format answer to an ApiVersions request at a version above ours."""
-    return {"error_code": errors.UNSUPPORTED_VERSION, "api_keys": _api_keys(broker), "throttle_time_ms": 0}
+    """The v0-format answer to an ApiVersions request at a version above ours: as Kafka's
+    ApiVersionsRequest.getErrorResponse (KIP-511), the versions of ApiVersions only, which the client retries with."""
+    low, high = broker.api_versions[API_VERSIONS_KEY]
+    return {"error_code": errors.UNSUPPORTED_VERSION, "throttle_time_ms": 0,
+            "api_keys": [{"api_key": API_VERSIONS_KEY, "min_version": low, "max_version": high}]}
 
 
 @handler(18, 0, 4)
@@ -39,6 +43,9 @@ def handle_api_versions(broker: HandlerBroker, ctx: RequestContext, request: Api
         if not (_SOFTWARE_RE.match(name) and _SOFTWARE_RE.match(version)):
             return {"error_code": errors.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
     response: ApiVersionsResponse = {"error_code": errors.NONE, "api_keys": _api_keys(broker), "throttle_time_ms": 0}
+    login = ctx.session   # a SASL connection's login state (ConnectionAuth): Kafka takes one ApiVersions before it
+    if login is not None and not login.authenticated:
+        login.api_versions_answered = True
     if ctx.api_version >= 3:
         response.update(described_features(broker.metadata.image, kraft_version(broker.config), ctx.api_version))
     return response

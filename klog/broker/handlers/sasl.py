@@ -4,7 +4,9 @@ travel in SaslAuthenticate requests), and KIP-368 re-authentication.
 Each connection of a SASL listener has a :class:`ConnectionAuth` (``ctx.session``); the SASL mechanics are
 :class:`klog.security.sasl.SaslSession`'s. A failed login is answered SASL_AUTHENTICATION_FAILED after
 ``connection.failed.authentication.delay.ms``, logged once without secrets, and the connection is then closed
-(as Kafka does). On any other listener both APIs answer ILLEGAL_SASL_STATE.
+(as Kafka does). After SaslHandshake v0 the tokens travel as bare frames (before KIP-152), which the connection
+hands to :func:`authenticate_raw_token`. On any other listener, and on an authenticated connection outside a
+KIP-368 re-authentication, both APIs answer ILLEGAL_SASL_STATE (Kafka's KafkaApis).
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ UNSUPPORTED_SASL_MECHANISM = ErrorCode.UNSUPPORTED_SASL_MECHANISM
 #: second
 MIN_REAUTH_INTERVAL_S = 1.0
 SASL_AUTHENTICATION_FAILED = ErrorCode.SASL_AUTHENTICATION_FAILED
+SASL_HANDSHAKE_KEY = 17
+API_VERSIONS_KEY = 18
+#: Kafka's answer (KafkaApis) to a SaslAuthenticate outside a login: on an authenticated connection, on a listener
+#: without SASL
+AUTHENTICATE_AFTER_LOGIN = "SaslAuthenticate request received after successful authentication"
 
 
 class ConnectionAuth:
@@ -65,6 +72,11 @@ class ConnectionAuth:
         #: the answer just sent ends the connection (a failed login, an unsupported mechanism)
         self.close_after_answer = False
         self.close_reason = ""
+        #: an ApiVersions request was answered before the login: Kafka takes no second one
+        self.api_versions_answered = False
+        #: SaslHandshake v0 chose the mechanism: the login's tokens come as bare frames (before KIP-152), no
+        #: request header, answered as bare frames
+        self.raw_tokens = False
 
     @property
     def authenticated(self) -> bool:
@@ -76,6 +88,23 @@ class ConnectionAuth:
     def fail(self, reason: str) -> None:
         self.close_after_answer = True
         self.close_reason = reason
+
+    def refusal_before_login(self, api_key: int) -> str | None:
+        """Why a request before the login's SaslHandshake closes the connection unanswered, as Kafka's
+        SaslServerAuthenticator: only one answered ApiVersions and the SaslHandshake may come first. None: served."""
+        if api_key == SASL_HANDSHAKE_KEY or (api_key == API_VERSIONS_KEY and not self.api_versions_answered):
+            return None
+        if api_key == API_VERSIONS_KEY:
+            return "a second ApiVersions request before SASL authentication"
+        return f"unexpected request (api key {api_key}) before SASL authentication"
+
+    def frame_limit(self, max_frame_bytes: int) -> int:
+        """The largest request frame the connection takes now: ``sasl.server.max.receive.size`` until the login (or
+        a re-authentication) is complete, as Kafka's SaslServerAuthenticator reads them; then ``max_frame_bytes``
+        (socket.request.max.bytes)."""
+        if self.authenticated and not self.in_login:
+            return max_frame_bytes
+        return min(self.max_receive_size, max_frame_bytes)
 
     @property
     def in_login(self) -> bool:
@@ -108,10 +137,6 @@ def handle_sasl_handshake(broker: HandlerBroker, ctx: RequestContext, request: S
         auth.last_reauth_start = now
     reauthenticating = auth.authenticated
     session = auth._new_session()
-    if ctx.api_version == 0:
-        # v0 handshakes are followed by raw tokens without a request header (before KIP-152): not served
-        auth.fail("SaslHandshake v0 (raw SASL tokens) is not supported; clients since Kafka 1.0 use v1")
-        return _handshake_answer(ILLEGAL_SASL_STATE, session.enabled)
     mechanism = request.mechanism
     if not session.handshake(mechanism):
         if reauthenticating:   # Kafka fails a re-authentication's handshake without an answer
@@ -126,6 +151,8 @@ def handle_sasl_handshake(broker: HandlerBroker, ctx: RequestContext, request: S
             auth.refused, auth.principal, auth.session = refused, None, None
             return _handshake_answer(errors.NONE, session.enabled)
     auth.session = session
+    # v0: the login's tokens follow as bare frames (klog/broker/network/connection.py serves them)
+    auth.raw_tokens = ctx.api_version == 0
     return _handshake_answer(errors.NONE, session.enabled)
 
 
@@ -138,18 +165,28 @@ def _authenticate_answer(code: int, message: str | None, token: bytes = b"",
 async def handle_sasl_authenticate(broker: HandlerBroker, ctx: RequestContext, request: SaslAuthenticateRequest
                                    ) -> SaslAuthenticateResponse:
     auth: ConnectionAuth | None = ctx.session
-    if auth is None:
-        return _authenticate_answer(ILLEGAL_SASL_STATE, "SaslAuthenticate on a listener without SASL")
+    if auth is None or (auth.authenticated and not auth.in_login):
+        return _authenticate_answer(ILLEGAL_SASL_STATE, AUTHENTICATE_AFTER_LOGIN)
+    try:
+        answer, lifetime_ms = await authenticate_token(auth, bytes(request.auth_bytes or b""), ctx.client_host,
+                                                       ctx.client_port)
+    except AuthenticationFailed as exc:
+        return _authenticate_answer(SASL_AUTHENTICATION_FAILED, str(exc))
+    # Kafka's answer carries an empty message, not a null one
+    return _authenticate_answer(errors.NONE, "", answer, lifetime_ms if ctx.api_version >= 1 else 0)
+
+
+async def authenticate_token(auth: ConnectionAuth, token: bytes, client_host: str, client_port: int
+                             ) -> tuple[bytes, int]:
+    """One token of the connection's login (a SaslAuthenticate's, or a bare frame after SaslHandshake v0): the
+    answer token and, once the login is complete, the session's lifetime in ms (0: none, or not complete). A
+    refused login raises AuthenticationFailed (the client's message) after it was logged and
+    connection.failed.authentication.delay.ms passed; the connection is then closed after the answer."""
     session = auth.session
     if session is None or session.mechanism is None or session.authenticated:
-        auth.fail("SaslAuthenticate without a SaslHandshake")
-        return _authenticate_answer(ILLEGAL_SASL_STATE, "Unexpected SASL request: send SaslHandshake first")
-    token = bytes(request.auth_bytes or b"")
+        # the connection closes it unanswered before the handshake (ConnectionAuth.refusal_before_login)
+        raise CloseConnection("SaslAuthenticate without a SaslHandshake")
     try:
-        if len(token) > auth.max_receive_size:
-            raise AuthenticationFailed(f"Authentication failed during authentication due to: SASL token of "
-                                       f"{len(token)} bytes is above sasl.server.max.receive.size",
-                                       f"SASL token of {len(token)} bytes")
         # a JWKS-checked OAUTHBEARER token may need the key set fetched: off the event loop
         answer = await asyncio.to_thread(session.authenticate, token) if session.blocking \
             else session.authenticate(token)
@@ -157,18 +194,19 @@ async def handle_sasl_authenticate(broker: HandlerBroker, ctx: RequestContext, r
         if principal is not None and auth.principal is not None and principal != auth.principal:
             raise principal_changed(auth.principal, principal)
     except AuthenticationFailed as exc:
-        log.warning("failed authentication from %s:%d on listener %s (%s): %s", ctx.client_host, ctx.client_port,
+        log.warning("failed authentication from %s:%d on listener %s (%s): %s", client_host, client_port,
                     auth.listener, session.mechanism, exc.log_reason)
         auth.fail(f"failed authentication ({session.mechanism})")
         if auth.failed_delay_s > 0:
             await asyncio.sleep(auth.failed_delay_s)
-        return _authenticate_answer(SASL_AUTHENTICATION_FAILED, str(exc))
+        raise
     lifetime_ms = 0
     if principal is not None:
         auth.principal = principal
         auth.mechanism = session.mechanism
+        auth.raw_tokens = False
         # connections.max.reauth.ms, no later than a token's expiry (as Kafka's, also without the setting)
         lifetime = session.session_lifetime_ms(auth.reauth_ms)
         auth.expires_at = None if lifetime is None else time.monotonic() + lifetime / 1000
         lifetime_ms = lifetime or 0
-    return _authenticate_answer(errors.NONE, None, answer, lifetime_ms if ctx.api_version >= 1 else 0)
+    return answer, lifetime_ms

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import struct
 import time
 import types
 from collections.abc import Callable, Coroutine
@@ -26,7 +27,7 @@ from typing import Any, Protocol, cast
 from klog.broker.context import BrokerState
 from klog.broker.handlers import AnswerWhenReplicated, CloseConnection, Handler, RequestContext
 from klog.broker.handlers.api_versions import unsupported_version_response
-from klog.broker.handlers.sasl import ConnectionAuth
+from klog.broker.handlers.sasl import ConnectionAuth, authenticate_token
 from klog.broker.metrics import FETCH_FOLLOWER_KEY, BrokerMetrics
 from klog.broker import native_fetch, native_produce
 from klog.broker.native_produce import EncodedResponse
@@ -41,7 +42,7 @@ from klog.broker.network.writer import ResponseWriter, SendPaths, WriteTimeout
 from klog.protocol import ProtocolError, RequestHeader, decode_request, decode_request_header, encode_response
 from klog.protocol.framing import SMALL_FRAME_BYTES
 from klog.security.principal import ANONYMOUS, KafkaPrincipal
-from klog.security.sasl import unexpected_during_login
+from klog.security.sasl import AuthenticationFailed, unexpected_during_login
 
 #: the logger the network front has always used (operators filter on it)
 log = logging.getLogger("klog.broker.server")
@@ -282,6 +283,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def _cut_frames(self) -> None:
         """Take the complete frames the reader holds, pause or resume reading, and start answering."""
+        auth = self.auth
+        if auth is not None:   # sasl.server.max.receive.size until logged in, as Kafka
+            self.requests.reader.max_frame_bytes = auth.frame_limit(self.limits.max_frame_bytes)
         bad_frame = self.requests.cut()
         if bad_frame is not None:
             self.close(bad_frame)
@@ -556,6 +560,9 @@ class Connection(asyncio.BufferedProtocol):
                 return self._after_parked(waiting, frame)
         if self.throttled_until and time.monotonic() < self.throttled_until:
             return self._after_throttle(frame)   # muted: nothing more is processed until the throttle ends
+        auth = self.auth
+        if auth is not None and auth.raw_tokens:
+            return self._raw_token(auth, frame)
         pipeline = self.pipeline
         if native:
             # a produce may be appended while earlier acks=all answers wait (the pipeline keeps their order)
@@ -610,7 +617,7 @@ class Connection(asyncio.BufferedProtocol):
             return None
         if not advertised[0] <= version <= advertised[1]:
             if api_key == API_VERSIONS_KEY:
-                # KIP-511: answer a too-new ApiVersions in v0 format with UNSUPPORTED_VERSION and the full list.
+                # KIP-511: a too-new ApiVersions gets v0 format, UNSUPPORTED_VERSION and ApiVersions's versions
                 return self.writer.send(encode_response(API_VERSIONS_KEY, 0, header.correlation_id,
                                                         unsupported_version_response(broker.state)))
             self.close(f"unsupported version {version} of api key {api_key} (advertised "
@@ -621,11 +628,12 @@ class Connection(asyncio.BufferedProtocol):
             return self._refuse_reauthentication(auth, header)
         if auth is not None and api_key != SASL_AUTHENTICATE_KEY and auth.in_login:
             return self._refuse_during_login(auth, header, frame, offset)
-        if auth is not None and api_key not in PRE_AUTH_APIS:
-            if not auth.authenticated:
-                self.close(f"unexpected request (api key {api_key}) before SASL authentication on listener "
-                           f"{self.listener_name} (client {header.client_id!r})", graceful=True)
+        if auth is not None and not auth.authenticated and not auth.in_login:
+            refusal = auth.refusal_before_login(api_key)
+            if refusal is not None:   # as Kafka's SaslServerAuthenticator: closed unanswered
+                self.close(f"{refusal} on listener {self.listener_name} (client {header.client_id!r})", graceful=True)
                 return None
+        elif auth is not None and api_key not in PRE_AUTH_APIS:
             if auth.expired(time.monotonic()):
                 self.close(f"SASL session expired (connections.max.reauth.ms) and was not re-authenticated "
                            f"(client {header.client_id!r})", graceful=True)
@@ -916,6 +924,19 @@ class Connection(asyncio.BufferedProtocol):
                 await continuation
         self.close(f"unexpected request (api key {header.api_key}) during SASL authentication on listener "
                    f"{self.listener_name} (client {header.client_id!r})", graceful=True)
+
+    async def _raw_token(self, auth: ConnectionAuth, frame: Any) -> None:
+        """A bare SASL token after SaslHandshake v0 (no request header, before KIP-152), answered by a bare
+        frame, as Kafka's SaslServerAuthenticator; a refused one closes the connection unanswered."""
+        try:
+            answer, _ = await authenticate_token(auth, bytes(frame), self.client_host, self.client_port)
+        except (AuthenticationFailed, CloseConnection) as exc:
+            self.close(f"failed authentication with bare SASL tokens (SaslHandshake v0): {exc}", graceful=True)
+            return
+        if not self.closed:
+            continuation = self.writer.send([struct.pack(">i", len(answer)) + answer])
+            if continuation is not None:
+                await continuation
 
     async def _close_later(self, reason: str) -> None:
         self.close(reason, graceful=True)
