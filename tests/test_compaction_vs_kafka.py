@@ -3,8 +3,9 @@ requests (one broker of each kind for the module, started from the same properti
 check running every few hundred milliseconds). Records are produced with explicit timestamps a second apart, so that
 ``segment.ms`` rolls a segment per batch without waiting (a roll follows the records' timestamps); cleaning is
 awaited as a condition a consumer observes, bounded. Found by a differential probe on 2026-12-07: the keyless-record
-error's message and a negative ``retention.bytes`` (klog's broker failed to apply it) differed; switching a topic
-to ``compact`` and back, what cleaning leaves and ListOffsets then, and a tombstone's life were alike."""
+error's message, ``retention.bytes`` below -1 and ``segment.index.bytes`` below 12 (klog's broker failed to apply
+them) differed; switching a topic to ``compact`` and back, what cleaning leaves and ListOffsets then, a tombstone's
+life and the compaction lags were alike."""
 
 from __future__ import annotations
 
@@ -242,3 +243,19 @@ def test_min_compaction_lag_ms_keeps_newer_records_out_of_cleaning(bootstrap: st
             assert produce(wire, topic, [(b"last", b"")], clock).error_code == ErrorCode.NONE
         assert until_read(bootstrap, cleaned, lambda rs: len(rs) == 2) == [(2, b"k", b"k2"), (3, b"last", b"")]
         assert [offset for offset, _, _ in read_all(bootstrap, lagging)] == [0, 1, 2, 3]
+
+
+def test_a_segment_index_bytes_below_one_entry_is_taken_and_the_broker_keeps_working(bootstrap: str) -> None:
+    """Kafka takes ``segment.index.bytes`` from 4 (an index that holds no entry; klog's indexes hold one at least
+    and use 12 bytes then): the alter is answered NONE and the broker applies it and takes further changes (klog's
+    failed to apply 4-11 as it failed on ``retention.bytes=-2``, every later metadata change with it). Creating a
+    topic with such a value leaves it without a leader on Kafka 4.3.1: not done here."""
+    with Wire(bootstrap) as wire:
+        topic = wire.create_topic()
+        assert alter(wire, topic, segment_index_bytes="4") == (ErrorCode.NONE, None)
+        assert described(wire, topic, "segment.index.bytes") == "4"
+        other = wire.create_topic()
+        clock = Clock()
+        for target in (topic, other):
+            assert produce(wire, target, [(None, b"v")], clock).error_code == ErrorCode.NONE
+            assert read_all(bootstrap, target) == [(0, None, b"v")]
