@@ -4,8 +4,9 @@ check running every few hundred milliseconds). Records are produced with explici
 ``segment.ms`` rolls a segment per batch without waiting (a roll follows the records' timestamps); cleaning is
 awaited as a condition a consumer observes, bounded. Found by a differential probe on 2026-12-07: the keyless-record
 error's message, ``retention.bytes`` below -1 and ``segment.index.bytes`` below 12 (klog's broker failed to apply
-them) differed; switching a topic to ``compact`` and back, what cleaning leaves and ListOffsets then, a tombstone's
-life and the compaction lags were alike."""
+them), and ListOffsets MAX_TIMESTAMP once the cleaner removed the record holding it differed; switching a topic to
+``compact`` and back, what cleaning leaves and ListOffsets then, a tombstone's life, the compaction lags and an empty
+``cleanup.policy`` were alike."""
 
 from __future__ import annotations
 
@@ -259,3 +260,42 @@ def test_a_segment_index_bytes_below_one_entry_is_taken_and_the_broker_keeps_wor
         for target in (topic, other):
             assert produce(wire, target, [(None, b"v")], clock).error_code == ErrorCode.NONE
             assert read_all(bootstrap, target) == [(0, None, b"v")]
+
+
+def test_an_empty_cleanup_policy_neither_deletes_nor_compacts(bootstrap: str) -> None:
+    """``cleanup.policy=`` (no policy, taken by Kafka 4.3.1): once a ``delete`` topic written alike lost its expired
+    segments to ``retention.ms``, the policy-less one still reads every record, duplicate keys too."""
+    with Wire(bootstrap) as wire:
+        kept = wire.create_topic(**QUICK_COMPACTION, cleanup_policy="", retention_ms="1000")
+        expired = wire.create_topic(**QUICK_COMPACTION, cleanup_policy="delete", retention_ms="1000")
+        for topic in (kept, expired):
+            clock = Clock()
+            for i in range(3):
+                assert produce(wire, topic, [(b"k", b"k%d" % i)], clock).error_code == ErrorCode.NONE
+        deadline = time.monotonic() + CLEANER_WAIT_S
+        while wire.list_offset(expired, -2)[1] == 0:
+            assert time.monotonic() < deadline, "retention never deleted a segment"
+            time.sleep(0.3)
+        assert wire.list_offset(kept, -2)[:2] == (ErrorCode.NONE, 0)
+        assert [offset for offset, _, _ in read_all(bootstrap, kept)] == [0, 1, 2]
+
+
+def test_list_offsets_max_timestamp_forgets_a_record_the_cleaner_removed(bootstrap: str) -> None:
+    """The record with the largest timestamp is replaced by a later value of its key with an earlier timestamp
+    (each batch fills a 1 MiB segment of its own); once it is cleaned away, MAX_TIMESTAMP answers the largest
+    timestamp left, and no record is found at or after the removed one's time (klog kept an emptied batch at the
+    end of each cleaned segment and answered the removed record's offset and timestamp for both)."""
+    with Wire(bootstrap) as wire:
+        topic = wire.create_topic(cleanup_policy="compact", segment_bytes=str(1 << 20),
+                                  min_cleanable_dirty_ratio="0.01")
+        start = int(time.time() * 1000) - 60_000
+        value = b"v" * 600_000
+        for offset, (key, ts) in enumerate([(b"x", start + 10_000), (b"x", start), (b"y", start - 1000),
+                                            (b"z", start - 2000)]):
+            answer = wire.produce_answer(topic, encode_batch([{"key": key, "value": value, "timestamp": ts}]))
+            assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, offset)
+        assert wire.list_offset(topic, -3) == (ErrorCode.NONE, 0, start + 10_000)
+        records = until_read(bootstrap, topic, lambda rs: len(rs) == 3)
+        assert [(offset, key) for offset, key, _ in records] == [(1, b"x"), (2, b"y"), (3, b"z")]
+        assert wire.list_offset(topic, -3) == (ErrorCode.NONE, 1, start)
+        assert wire.list_offset(topic, start + 5000) == (ErrorCode.NONE, -1, -1)
