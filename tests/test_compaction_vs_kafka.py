@@ -11,17 +11,16 @@ them), and ListOffsets MAX_TIMESTAMP once the cleaner removed the record holding
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
 from klog.records import encode_batch
 from test_log_configs_data_vs_kafka import Wire
+from test_transactions_compaction import Record, read_records
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(300)]
 
@@ -73,39 +72,13 @@ def described(wire: Wire, topic: str, name: str) -> str | None:
     return next(c.value for c in answer.results[0].configs if c.name == name)
 
 
-#: (offset, key, value) of a record a consumer read
-Record = tuple[int, bytes | None, bytes | None]
-
-
-def read_all(bootstrap: str, topic: str) -> list[Record]:
-    """(offset, key, value) of every record a consumer reads of partition 0 from its start to the end it sees."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"compaction-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    records: list[Record] = []
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    return records
-                raise AssertionError(message.error())
-            records.append((message.offset(), message.key(), message.value()))
-    finally:
-        consumer.close()
-    raise AssertionError(f"{topic}: no end of partition within 30 s")
-
-
 def until_read(bootstrap: str, topic: str, done: Callable[[list[Record]], bool], *,
                between: Callable[[], None] | None = None) -> list[Record]:
     """The records a consumer reads once ``done(records)`` holds (``between()`` runs after each read that did
     not satisfy it), within CLEANER_WAIT_S."""
     deadline = time.monotonic() + CLEANER_WAIT_S
     while True:
-        records = read_all(bootstrap, topic)
+        records = read_records(bootstrap, topic)
         if done(records):
             return records
         assert time.monotonic() < deadline, f"{topic}: the cleaner did not act; the log reads {records}"
@@ -153,7 +126,17 @@ def test_a_negative_retention_bytes_is_taken_as_no_size_bound(bootstrap: str) ->
         assert alter(wire, topic, retention_ms="-1") == (ErrorCode.NONE, None)
         wire.create_topic()
         assert produce(wire, topic, [(None, b"v3")], clock).error_code == ErrorCode.NONE
-        assert [value for _, _, value in read_all(bootstrap, topic)] == [b"v0", b"v1", b"v2", b"v3"]
+        assert [value for _, _, value in read_records(bootstrap, topic)] == [b"v0", b"v1", b"v2", b"v3"]
+
+
+def until_keyless_answered(wire: Wire, topic: str, clock: Clock, code: int) -> None:
+    """Produce a keyless record until it is answered ``code`` (within 10 s): the broker applied an altered
+    ``cleanup.policy`` (INVALID_RECORD once compacted, NONE once not)."""
+    for _ in range(100):
+        if produce(wire, topic, [(None, b"keyless")], clock).error_code == code:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{topic}: a keyless record was never answered {code}")
 
 
 def test_a_topic_switched_to_compact_loses_its_keyless_records_and_keeps_each_keys_latest(bootstrap: str) -> None:
@@ -168,14 +151,8 @@ def test_a_topic_switched_to_compact_loses_its_keyless_records_and_keeps_each_ke
             answer = produce(wire, topic, [(None, b"nokey%d" % i), (b"a", b"a%d" % i)], clock)
             assert answer.error_code == ErrorCode.NONE
         assert alter(wire, topic, cleanup_policy="compact") == (ErrorCode.NONE, None)
-        # once the broker applies compact, a keyless record is refused: then the next batches roll segments
-        # of a compacted log
-        for _ in range(100):
-            if produce(wire, topic, [(None, b"late")], clock).error_code == ErrorCode.INVALID_RECORD:
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError("compact was never applied")
+        # then the next batches roll segments of a compacted log
+        until_keyless_answered(wire, topic, clock, ErrorCode.INVALID_RECORD)
         end = wire.list_offset(topic, -1)[1]
         assert produce(wire, topic, [(b"b", b"b")], clock).error_code == ErrorCode.NONE
         last_ts = clock.next_ms + 1000
@@ -187,12 +164,7 @@ def test_a_topic_switched_to_compact_loses_its_keyless_records_and_keeps_each_ke
         assert wire.list_offset(topic, -1) == (ErrorCode.NONE, end + 2, -1)
         assert wire.list_offset(topic, -3) == (ErrorCode.NONE, end + 1, last_ts)
         assert alter(wire, topic, cleanup_policy="delete") == (ErrorCode.NONE, None)
-        for _ in range(100):
-            if produce(wire, topic, [(None, b"keyless again")], clock).error_code == ErrorCode.NONE:
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError("delete was never applied")
+        until_keyless_answered(wire, topic, clock, ErrorCode.NONE)
 
 
 def test_a_tombstone_replaces_its_keys_values_and_goes_after_delete_retention_ms(bootstrap: str) -> None:
@@ -243,7 +215,7 @@ def test_min_compaction_lag_ms_keeps_newer_records_out_of_cleaning(bootstrap: st
                 assert produce(wire, topic, [(b"k", b"k%d" % i)], clock).error_code == ErrorCode.NONE
             assert produce(wire, topic, [(b"last", b"")], clock).error_code == ErrorCode.NONE
         assert until_read(bootstrap, cleaned, lambda rs: len(rs) == 2) == [(2, b"k", b"k2"), (3, b"last", b"")]
-        assert [offset for offset, _, _ in read_all(bootstrap, lagging)] == [0, 1, 2, 3]
+        assert [offset for offset, _, _ in read_records(bootstrap, lagging)] == [0, 1, 2, 3]
 
 
 def test_a_segment_index_bytes_below_one_entry_is_taken_and_the_broker_keeps_working(bootstrap: str) -> None:
@@ -259,7 +231,7 @@ def test_a_segment_index_bytes_below_one_entry_is_taken_and_the_broker_keeps_wor
         clock = Clock()
         for target in (topic, other):
             assert produce(wire, target, [(None, b"v")], clock).error_code == ErrorCode.NONE
-            assert read_all(bootstrap, target) == [(0, None, b"v")]
+            assert read_records(bootstrap, target) == [(0, None, b"v")]
 
 
 def test_an_empty_cleanup_policy_neither_deletes_nor_compacts(bootstrap: str) -> None:
@@ -277,7 +249,7 @@ def test_an_empty_cleanup_policy_neither_deletes_nor_compacts(bootstrap: str) ->
             assert time.monotonic() < deadline, "retention never deleted a segment"
             time.sleep(0.3)
         assert wire.list_offset(kept, -2)[:2] == (ErrorCode.NONE, 0)
-        assert [offset for offset, _, _ in read_all(bootstrap, kept)] == [0, 1, 2]
+        assert [offset for offset, _, _ in read_records(bootstrap, kept)] == [0, 1, 2]
 
 
 def test_list_offsets_max_timestamp_forgets_a_record_the_cleaner_removed(bootstrap: str) -> None:
