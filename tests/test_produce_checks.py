@@ -21,8 +21,8 @@ from klog._native import (
 from klog.records import decode_batches, encode_batch
 
 NOW = 1_700_000_000_000
-POLICY: dict[str, Any] = {"version": 9, "max_message_bytes": 1 << 20, "compacted": False, "create_time": True,
-                          "now_ms": NOW, "before_max_ms": 2**62, "after_max_ms": 2**62,
+POLICY: dict[str, Any] = {"version": 9, "max_message_bytes": 1 << 20, "compacted": False, "topic_partition": "t-0",
+                          "create_time": True, "now_ms": NOW, "before_max_ms": 2**62, "after_max_ms": 2**62,
                           "max_decompressed_bytes": 64 << 20}
 
 
@@ -69,7 +69,8 @@ def test_each_refusal_raises_the_exception_of_its_kafka_error_code():
     keyless = encode_batch([{"key": None, "value": b"v"}])
     with pytest.raises(InvalidRecordError) as refused:
         checked(keyless, compacted=True)
-    assert refused.value.args[1] == [(0, "Compacted topic cannot accept message without key")]
+    assert refused.value.args[1] == [
+        (0, "Compacted topic cannot accept message without key in topic partition t-0")]
     # without the record checks only the request's rules are applied
     assert checked(keyless, compacted=True, check_records=False).records_count == 1
 

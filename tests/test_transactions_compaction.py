@@ -49,13 +49,18 @@ def broker(request, tmp_path_factory) -> Iterator[tuple[str, str]]:
         pytest.skip(str(exc))
 
 
-def read_uncommitted(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[bytes, bytes]]:
-    """(key, value) of every record a read_uncommitted consumer reads of partition 0 up to the end it sees."""
+#: (offset, key, value) of a record a consumer read
+Record = tuple[int, bytes | None, bytes | None]
+
+
+def read_records(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Record]:
+    """(offset, key, value) of every record a read_uncommitted consumer reads of partition 0 from its start up to
+    the end it sees."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"cc-{uuid.uuid4().hex[:6]}",
                          "isolation.level": "read_uncommitted", "enable.auto.commit": False,
                          "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, 0, 0)])
-    out: list[tuple[bytes, bytes]] = []
+    out: list[Record] = []
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -66,10 +71,15 @@ def read_uncommitted(bootstrap: str, topic: str, timeout: float = 30.0) -> list[
                 if message.error().code() == KafkaError._PARTITION_EOF:
                     return out
                 raise AssertionError(message.error())
-            out.append((message.key(), message.value()))
+            out.append((message.offset(), message.key(), message.value()))
     finally:
         consumer.close()
     raise AssertionError(f"no end of partition within {timeout}s")
+
+
+def read_uncommitted(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record :func:`read_records` reads."""
+    return [(key, value) for _, key, value in read_records(bootstrap, topic)]
 
 
 def dump_segments(data_dir: str, topic: str) -> str:

@@ -54,6 +54,7 @@ def validate_produce_batch(
     version: int,
     max_message_bytes: int,
     compacted: bool,
+    topic_partition: str,
     create_time: bool,
     now_ms: int,
     before_max_ms: int,
@@ -67,7 +68,8 @@ def validate_produce_batch(
 ) -> ProducedBatch | None:
     """The Produce request's rules, then (``check_records``) the records; None when ``work_budget`` was not
     enough to decide. With ``compression`` (the topic's codec id) a data batch of another codec is recompressed
-    to it (at ``compression_level``) and the returned batch holds the new bytes. Raises CorruptRecordError, InvalidRecordError, InvalidTimestampError,
+    to it (at ``compression_level``) and the returned batch holds the new bytes. ``topic_partition``: the
+    partition's name as Kafka prints it (``topic-0``), named in a keyless record's error. Raises CorruptRecordError, InvalidRecordError, InvalidTimestampError,
     UnsupportedCompressionTypeError or RecordTooLargeError, one per Kafka error code."""
 
 # --- the native Produce path (klog/broker/native_produce.py) -----------------------------------

@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("klog.broker.partitions")
 
 POLICY_VIOLATION = errors.POLICY_VIOLATION
+#: the native LogConfig's smallest segment.index.bytes (rust/klog-core storage/config.rs MIN_SEGMENT_INDEX_BYTES)
+NATIVE_MIN_SEGMENT_INDEX_BYTES = 12
 KAFKA_STORAGE_ERROR = errors.KAFKA_STORAGE_ERROR
 LOG_DIR_FAILURE_ERRNOS = frozenset((errno.ENOSPC, errno.EIO, errno.EROFS, errno.EDQUOT))
 
@@ -241,7 +243,9 @@ class PartitionManager:
         return self._native.LogConfig(
             segment_bytes=effective["segment.bytes"],
             segment_ms=effective["segment.ms"],
-            segment_index_bytes=effective["segment.index.bytes"],
+            # Kafka takes 4-11 (an index holding no entry of a kind, so that every batch rolls a segment); klog's
+            # indexes hold one entry of each kind at least
+            segment_index_bytes=max(effective["segment.index.bytes"], NATIVE_MIN_SEGMENT_INDEX_BYTES),
             index_interval_bytes=effective["index.interval.bytes"],
             retention_ms=effective["retention.ms"],
             retention_bytes=effective["retention.bytes"],

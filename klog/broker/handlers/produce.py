@@ -151,7 +151,7 @@ KAFKA_MIN_SEGMENT_BYTES = 1 << 20
 
 
 def _check(records: RequestRecords | bytes, version: int, policy: _ProducePolicy, limits: _ValidationLimits, now_ms: int,
-           work_budget: int | None) -> ProducedBatch | Refusal | None:
+           work_budget: int | None, topic: str, partition: int) -> ProducedBatch | Refusal | None:
     """Check one partition's batch natively, once for all that is done with it: Kafka's request rules, then
     its records unless record validation is switched off. The accepted batch, a refusal, or None when the
     records are over ``work_budget`` and must be checked again without one (off the event loop)."""
@@ -161,9 +161,9 @@ def _check(records: RequestRecords | bytes, version: int, policy: _ProducePolicy
     try:
         batch = validate_produce_batch(
             records, version=version, max_message_bytes=policy.max_message_bytes, compacted=policy.compacted,
-            create_time=policy.create_time, now_ms=now_ms, before_max_ms=policy.before_max_ms,
-            after_max_ms=policy.after_max_ms, max_decompressed_bytes=limits.max_decompressed_bytes,
-            check_records=limits.enabled, work_budget=work_budget,
+            topic_partition=f"{topic}-{partition}", create_time=policy.create_time, now_ms=now_ms,
+            before_max_ms=policy.before_max_ms, after_max_ms=policy.after_max_ms,
+            max_decompressed_bytes=limits.max_decompressed_bytes, check_records=limits.enabled, work_budget=work_budget,
             verify_crc=False,  # the log's append verifies the CRC of what it accepts: computed once
             **recompress)
     except CorruptRecordError as exc:
@@ -353,7 +353,7 @@ def handle_produce(broker: HandlerBroker, ctx: RequestContext, request: ProduceR
                     continue
             if records is None:
                 records = b""
-            verdict = _check(records, version, policy, limits, now_ms, limits.inline_bytes)
+            verdict = _check(records, version, policy, limits, now_ms, limits.inline_bytes, name, index)
             if verdict is None:
                 deferred.append((partition_responses, len(partition_responses), (name, index, records, policy)))
                 partition_responses.append({})  # filled in once validated off the loop
@@ -398,7 +398,7 @@ async def _finish_deferred(broker: HandlerBroker, ctx: RequestContext, request: 
     unverified = list(unverified or [])
     for partition_responses, slot, (name, index, records, policy) in deferred:
         verdict = await loop.run_in_executor(limits.executor, _check, records, ctx.api_version, policy, limits,
-                                             now_ms, None)
+                                             now_ms, None, name, index)
         assert verdict is not None  # no budget: always decided
         if not isinstance(verdict, tuple) and _needs_verification(broker, request, name, index, verdict,
                                                                   ctx.api_version):

@@ -301,6 +301,8 @@ fn check<'a>(
     let rules = ProduceRequestRules { version, max_message_bytes: route.max_message_bytes };
     let policy = ProducePolicy {
         compacted: route.compacted,
+        // any refusal is the Python path's to answer, with the partition's name
+        topic_partition: "",
         create_time: route.create_time,
         now_ms,
         before_max_ms: route.before_max_ms,

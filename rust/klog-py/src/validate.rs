@@ -117,7 +117,7 @@ impl PyProducedBatch {
 /// Kafka's LogValidator does; the returned batch then holds the new bytes, whose size is checked
 /// against `max_message_bytes` again. A batch already in the topic's codec is kept as sent.
 #[pyfunction]
-#[pyo3(signature = (records, *, version, max_message_bytes, compacted, create_time, now_ms, before_max_ms,
+#[pyo3(signature = (records, *, version, max_message_bytes, compacted, topic_partition, create_time, now_ms, before_max_ms,
                     after_max_ms, max_decompressed_bytes, check_records=true, work_budget=None, verify_crc=true,
                     compression=None, compression_level=None))]
 #[allow(clippy::too_many_arguments)]
@@ -127,6 +127,7 @@ fn validate_produce_batch<'py>(
     version: i16,
     max_message_bytes: i64,
     compacted: bool,
+    topic_partition: &str,
     create_time: bool,
     now_ms: i64,
     before_max_ms: i64,
@@ -150,6 +151,7 @@ fn validate_produce_batch<'py>(
     let rules = ProduceRequestRules { version, max_message_bytes };
     let policy = ProducePolicy {
         compacted,
+        topic_partition,
         create_time,
         now_ms,
         before_max_ms,

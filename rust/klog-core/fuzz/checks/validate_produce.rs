@@ -8,6 +8,7 @@ pub fn check(input: &[u8]) {
     let data = super::common::reseal(input);
     let policy = ProducePolicy {
         compacted: flags & 2 != 0,
+        topic_partition: "fuzzed-0",
         create_time: flags & 4 != 0,
         now_ms: 1_700_000_000_000,
         before_max_ms: if flags & 8 != 0 { 1000 } else { i64::MAX },

@@ -38,9 +38,12 @@ const STREAM_CHUNK: usize = 64 * 1024;
 
 /// What a topic's configs ask of a produced batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProducePolicy {
+pub struct ProducePolicy<'a> {
     /// `cleanup.policy` includes `compact`: every record needs a key.
     pub compacted: bool,
+    /// The partition the batch is produced to, as Kafka's `TopicPartition` prints it (`topic-0`):
+    /// Kafka names it in the error of a keyless record on a compacted topic.
+    pub topic_partition: &'a str,
     /// `message.timestamp.type=CreateTime`: record timestamps are checked against `now_ms`.
     pub create_time: bool,
     pub now_ms: i64,
@@ -57,10 +60,11 @@ pub struct ProducePolicy {
     pub verify_crc: bool,
 }
 
-impl Default for ProducePolicy {
+impl Default for ProducePolicy<'static> {
     fn default() -> Self {
         ProducePolicy {
             compacted: false,
+            topic_partition: "",
             create_time: true,
             now_ms: 0,
             before_max_ms: i64::MAX,
@@ -337,14 +341,14 @@ fn quick_headers(body: &[u8], mut q: usize, header_count: u64) -> Option<usize> 
 }
 
 /// Applies the per-record rules and collects Kafka's record errors.
-struct RecordChecker {
+struct RecordChecker<'a> {
     base_timestamp: i64,
     log_append_time: bool,
     max_timestamp: i64,
     /// The CreateTime window `[now - before.max.ms, now + after.max.ms]` (saturated).
     earliest_ms: i64,
     latest_ms: i64,
-    policy: ProducePolicy,
+    policy: ProducePolicy<'a>,
     errors: Vec<RecordError>,
     error_count: usize,
     timestamp_errors: bool,
@@ -380,8 +384,8 @@ fn quick_deltas(h: &BatchHeader, policy: &ProducePolicy, earliest_ms: i64, lates
     (earliest_ms.saturating_sub(base), latest_ms.saturating_sub(base))
 }
 
-impl RecordChecker {
-    fn new(h: &BatchHeader, policy: &ProducePolicy) -> Self {
+impl<'a> RecordChecker<'a> {
+    fn new(h: &BatchHeader, policy: &ProducePolicy<'a>) -> Self {
         let earliest_ms = policy.now_ms.saturating_sub(policy.before_max_ms);
         let latest_ms = policy.now_ms.saturating_add(policy.after_max_ms);
         RecordChecker {
@@ -421,8 +425,9 @@ impl RecordChecker {
             )));
         }
         if self.policy.compacted && r.key.is_none() {
+            let topic_partition = self.policy.topic_partition;
             self.record_error(index, false, || {
-                "Compacted topic cannot accept message without key".to_string()
+                format!("Compacted topic cannot accept message without key in topic partition {topic_partition}")
             });
             return Ok(());
         }
@@ -1146,7 +1151,7 @@ mod tests {
         Compression::Zstd,
     ];
 
-    fn policy() -> ProducePolicy {
+    fn policy() -> ProducePolicy<'static> {
         ProducePolicy {
             now_ms: NOW,
             ..Default::default()
@@ -1401,6 +1406,7 @@ mod tests {
     fn keyless_records_on_a_compacted_topic_are_listed_as_record_errors() {
         let compacted = ProducePolicy {
             compacted: true,
+            topic_partition: "t-0",
             ..policy()
         };
         for codec in CODECS {
@@ -1412,6 +1418,10 @@ mod tests {
                 Err(Rejection::InvalidRecord { message, record_errors }) => {
                     let idx: Vec<i32> = record_errors.iter().map(|e| e.batch_index).collect();
                     assert_eq!(idx, vec![1, 3]);
+                    assert_eq!(
+                        record_errors[0].message,
+                        "Compacted topic cannot accept message without key in topic partition t-0"
+                    );
                     assert!(message.contains("2 record errors"), "{message}");
                 }
                 other => panic!("{codec:?}: {other:?}"),

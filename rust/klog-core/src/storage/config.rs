@@ -45,6 +45,7 @@ pub struct LogConfig {
     pub segment_index_bytes: i64,
     pub index_interval_bytes: i64,
     pub retention_ms: i64,
+    /// Negative (any value, as Kafka takes them): no size bound.
     pub retention_bytes: i64,
     /// `None`: never flush because of a message count (rely on the page cache and `flush()`).
     pub flush_messages: Option<i64>,
@@ -122,7 +123,7 @@ impl LogConfig {
         }
         at_least("index_interval_bytes", self.index_interval_bytes, 0)?;
         at_least("retention_ms", self.retention_ms, -1)?;
-        at_least("retention_bytes", self.retention_bytes, -1)?;
+        // any negative retention.bytes is no size bound (Kafka's LogConfig has no lower bound for it)
         if let Some(n) = self.flush_messages {
             at_least("flush_messages", n, 1)?;
         }

@@ -583,7 +583,12 @@ pub fn clean_log(
                     stats.records_kept += f.records_kept;
                     let kept = (w.pending.len() - start) as u64;
                     if f.outcome != Outcome::Dropped {
-                        w.index_batch(start, h.last_offset(), f.max_timestamp)?;
+                        // a batch emptied but kept to end its segment (Kafka keeps none of these) holds no
+                        // record: its timestamp must not be the segment's largest, which ListOffsets
+                        // MAX_TIMESTAMP and by-timestamp lookups answer from (Kafka's kept empty batch of
+                        // a producer's state counts, as here)
+                        let max_ts = if f.outcome == Outcome::Emptied && !producer_state { NO_TIMESTAMP } else { f.max_timestamp };
+                        w.index_batch(start, h.last_offset(), max_ts)?;
                     }
                     throttle.charge(h.size() as u64 + kept, stop);
                 }

@@ -236,6 +236,24 @@ fn an_idempotent_producers_last_batch_stays_as_an_empty_header() {
     assert!(read_all(&log).1.iter().all(|h| h.producer_id == -1));
 }
 
+#[test]
+fn a_batch_emptied_at_the_end_of_its_segment_does_not_hold_the_largest_timestamp() {
+    let d = TempDir::new("cleaner-max-timestamp");
+    // segments of one batch each, too large to be cleaned into one
+    let log = open(&d.0, compacted(100), true);
+    // the largest timestamp is x's first value; x's later value is older
+    for (records, ts) in [(&[("x", Some("1"))], 900), (&[("x", Some("2"))], 100), (&[("y", Some("1"))], 50)] {
+        log.append(&batch(records, ts, EncodeOptions::default()), 0, 0).unwrap();
+        seal(&log);
+    }
+    assert_eq!(log.max_timestamp_offset().unwrap(), (0, 900));
+    clean_once(&log, None, 1_000, &CleanerConfig::default()).1.unwrap();
+    let (records, headers) = read_all(&log);
+    assert_eq!(records.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!((headers[0].base_offset, headers[0].records_count), (0, 0), "kept as an empty header");
+    assert_eq!(log.max_timestamp_offset().unwrap(), (1, 100));
+}
+
 /// Clean with the swap stopped after `steps` steps (a crash there), then reopen without a clean
 /// shutdown: the log is valid and every key's latest value is there.
 fn crash_during_swap(steps: u8, write_cleaned_only: bool) {
