@@ -506,7 +506,7 @@ class ClusterMetadata:
 
     def _enqueue(self, image: MetadataImage, changes: MetadataChanges) -> None:
         if not self._unpublished and not self._missing_logs(image, changes):
-            self._publish(image, changes)
+            self._publish_logged(image, changes)
             return
         self._unpublished.append((image, changes))
         if self._publisher is None:
@@ -546,13 +546,19 @@ class ClusterMetadata:
                     if self._stopped:
                         return
                 self._unpublished.popleft()
-                try:
-                    self._publish(image, changes, not_served=failed)
-                except Exception:   # one image that cannot be published must not stop the later ones
-                    log.exception("publishing the metadata image at offset %d failed", image.highest_offset)
-                    self._published(image.highest_offset)
+                self._publish_logged(image, changes, not_served=failed)
         finally:
             self._publisher = None
+
+    def _publish_logged(self, image: MetadataImage, changes: MetadataChanges,
+                        not_served: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset()) -> None:
+        """:meth:`_publish`, whose failure is logged and counted as published: one image that cannot be published
+        must not stop the later ones (Kafka's broker logs a metadata publishing fault and goes on)."""
+        try:
+            self._publish(image, changes, not_served=not_served)
+        except Exception:
+            log.exception("publishing the metadata image at offset %d failed", image.highest_offset)
+            self._published(image.highest_offset)
 
     def _missing_logs(self, image: MetadataImage, changes: MetadataChanges
                       ) -> dict[str, tuple[list[tuple[int, int]], dict[str, str], set[int]]]:

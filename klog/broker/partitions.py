@@ -100,6 +100,36 @@ def _answer(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+def native_log_config(effective: Mapping[str, Any]) -> Any:
+    """The native ``LogConfig`` of a topic's effective configs (every topic config, parsed); ValueError names a
+    value klog's logs cannot take."""
+    from klog import _native
+
+    flush_messages = effective["flush.messages"]
+    flush_ms = effective["flush.ms"]
+    return _native.LogConfig(
+        segment_bytes=effective["segment.bytes"],
+        segment_ms=effective["segment.ms"],
+        # Kafka takes 4-11 (an index holding no entry of a kind, so that every batch rolls a segment); klog's
+        # indexes hold one entry of each kind at least
+        segment_index_bytes=max(effective["segment.index.bytes"], NATIVE_MIN_SEGMENT_INDEX_BYTES),
+        index_interval_bytes=effective["index.interval.bytes"],
+        retention_ms=effective["retention.ms"],
+        retention_bytes=effective["retention.bytes"],
+        flush_messages=None if flush_messages >= 2**63 - 1 else flush_messages,
+        flush_ms=None if flush_ms >= 2**63 - 1 else flush_ms,
+        message_timestamp_type=effective["message.timestamp.type"],
+        file_delete_delay_ms=effective["file.delete.delay.ms"],
+        preallocate=effective["preallocate"],
+        max_message_bytes=effective["max.message.bytes"],
+        cleanup_policy=",".join(effective["cleanup.policy"]),
+        delete_retention_ms=effective["delete.retention.ms"],
+        min_cleanable_dirty_ratio=effective["min.cleanable.dirty.ratio"],
+        min_compaction_lag_ms=effective["min.compaction.lag.ms"],
+        max_compaction_lag_ms=effective["max.compaction.lag.ms"],
+    )
+
+
 class PartitionManager:
     def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop | None = None, *,
                  failed_log_dirs: Mapping[str, str] | None = None) -> None:
@@ -148,7 +178,7 @@ class PartitionManager:
         #: cluster stops then, as Kafka's does, so that the controller moves its partitions to brokers that can
         #: write them. Dirs go offline on any thread (flushes, checkpoints): the result is set on the loop.
         self.all_dirs_failed: asyncio.Future[dict[str, str]] | None = None if loop is None else loop.create_future()
-        self.log_manager = _native.LogManager(self.log_dirs, self._log_config(self._effective({})),
+        self.log_manager = _native.LogManager(self.log_dirs, native_log_config(self._effective({})),
                                               max_open_segment_files=config["klog.log.max.open.segment.files"],
                                               excluded_topics=[METADATA_TOPIC] if config.quorum_mode else [],
                                               # passed only when some failed: a core built before the option
@@ -236,31 +266,6 @@ class PartitionManager:
     def _effective(self, overrides: dict[str, str]) -> dict[str, Any]:
         parsed = validate_topic_configs(overrides)
         return {key: parsed[key] if key in parsed else self.config.topic_default(key) for key in TOPIC_KEYS}
-
-    def _log_config(self, effective: dict[str, Any]) -> Any:
-        flush_messages = effective["flush.messages"]
-        flush_ms = effective["flush.ms"]
-        return self._native.LogConfig(
-            segment_bytes=effective["segment.bytes"],
-            segment_ms=effective["segment.ms"],
-            # Kafka takes 4-11 (an index holding no entry of a kind, so that every batch rolls a segment); klog's
-            # indexes hold one entry of each kind at least
-            segment_index_bytes=max(effective["segment.index.bytes"], NATIVE_MIN_SEGMENT_INDEX_BYTES),
-            index_interval_bytes=effective["index.interval.bytes"],
-            retention_ms=effective["retention.ms"],
-            retention_bytes=effective["retention.bytes"],
-            flush_messages=None if flush_messages >= 2**63 - 1 else flush_messages,
-            flush_ms=None if flush_ms >= 2**63 - 1 else flush_ms,
-            message_timestamp_type=effective["message.timestamp.type"],
-            file_delete_delay_ms=effective["file.delete.delay.ms"],
-            preallocate=effective["preallocate"],
-            max_message_bytes=effective["max.message.bytes"],
-            cleanup_policy=",".join(effective["cleanup.policy"]),
-            delete_retention_ms=effective["delete.retention.ms"],
-            min_cleanable_dirty_ratio=effective["min.cleanable.dirty.ratio"],
-            min_compaction_lag_ms=effective["min.compaction.lag.ms"],
-            max_compaction_lag_ms=effective["max.compaction.lag.ms"],
-        )
 
     def topic_config(self, topic: str) -> dict[str, Any]:
         return self.topics[topic].effective
@@ -356,7 +361,11 @@ class PartitionManager:
         (:meth:`apply_topic` then opens them), so the event loop is not blocked by thousands of mkdir/open
         calls. ``log_dirs``: partition -> the log dir its log is made in (:meth:`placement`; the others: the native
         LogManager's choice)."""
-        log_config = self._log_config(self._effective(dict(overrides)))
+        try:
+            log_config = native_log_config(self._effective(dict(overrides)))
+        except ValueError as exc:   # a value the controller let through that klog's logs cannot take: not served
+            raise CreationFailed(f"The configs {dict(overrides)} of topic '{topic}' cannot be applied to its logs: "
+                                 f"{exc}", leftovers=False) from None
         wanted = sorted(partitions)
         made = 0
         dirs = log_dirs or {}
@@ -394,7 +403,7 @@ class PartitionManager:
             key = (name, partition)
             log_ = self._logs.get(key)
             if log_ is None:
-                log_config = log_config or self._log_config(topic.effective)
+                log_config = log_config or native_log_config(topic.effective)
                 log_ = self._logs[key] = self._create_log(name, partition, log_config, epoch,
                                                           partition not in followed,
                                                           (log_dirs or {}).get(partition), topic_id)
@@ -442,13 +451,22 @@ class PartitionManager:
         log.info("deleted the local replica of %s-%d: this broker is no longer among its replicas", name, partition)
 
     def set_topic_configs(self, name: str, overrides: Mapping[str, str]) -> None:
-        """A committed config change: new effective values, derived values dropped, logs reconfigured."""
-        self.forget_native_routes()
+        """A committed config change: new effective values, derived values dropped, logs reconfigured. A change the
+        native log refuses (a value the controller's checks let through that klog's logs cannot take) is logged and
+        left out, the topic keeping its settings: the change is committed, and refusing it here must not stop this
+        broker from applying the metadata changes after it."""
         entry = self.topics[name]
+        try:
+            effective = self._effective(dict(overrides))
+            log_config = native_log_config(effective)
+        except ValueError as exc:   # ConfigError too
+            log.error("topic %s: its committed configs %s cannot be applied to its logs here (%s); it keeps its "
+                      "previous settings", name, dict(overrides), exc)
+            return
+        self.forget_native_routes()
         entry.configs = dict(overrides)
-        entry.effective = self._effective(entry.configs)
+        entry.effective = effective
         entry.derived.clear()
-        log_config = self._log_config(entry.effective)
         for partition in range(entry.partitions):
             log_ = self._logs.get((name, partition))
             if log_ is not None:

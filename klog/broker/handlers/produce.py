@@ -144,8 +144,6 @@ _rejections = _Rejections()
 Refusal = tuple[int, str | None, list["ProduceResponseBatchIndexAndErrorMessage"]]
 #: how the refusals of Kafka's ProduceRequest.validateRecords begin (answered by KafkaApis, before the log)
 REQUEST_RULES_WORDS = "Produce requests with version "
-#: the native validator's words for a keyless record on a compacted topic (rust/klog-core/src/batch/validate.rs)
-COMPACTED_WITHOUT_KEY = "Compacted topic cannot accept message without key"
 #: Kafka 4's smallest segment.bytes (LogConfig's atLeast(1024 * 1024))
 KAFKA_MIN_SEGMENT_BYTES = 1 << 20
 
@@ -488,8 +486,6 @@ def _append_checked(broker: HandlerBroker, ctx: RequestContext, request: Produce
     append to learn it from)."""
     if isinstance(verdict, tuple):
         code, message, record_errors = verdict
-        if message is not None and COMPACTED_WITHOUT_KEY in message:
-            message, record_errors = _naming_the_partition(message, record_errors, f"{name}-{index}")
         answer = _rejected(name, index, code, message, record_errors, ctx.header.client_id)
         # Kafka's LogValidator refusals (its RecordValidationException, and its other InvalidRecordExceptions,
         # which ReplicaManager's catch-all answers) carry the partition's log start offset; the request's own rules
@@ -610,17 +606,6 @@ def _wait_for_ack(broker: HandlerBroker, request: ProduceRequest, name: str, ind
         if future is not None and not (future.done() and future.result() == errors.NONE):
             waits.append((entry, future))
     return entry
-
-
-def _naming_the_partition(message: str, record_errors: list[ProduceResponseBatchIndexAndErrorMessage],
-                          partition: str) -> tuple[str, list[ProduceResponseBatchIndexAndErrorMessage]]:
-    """Kafka's LogValidator names the partition in its refusal of a keyless record on a compacted topic (the
-    native validator, which knows no partition, leaves it out)."""
-    named = f"{COMPACTED_WITHOUT_KEY} in topic partition {partition}"
-    return message.replace(COMPACTED_WITHOUT_KEY, named), [
-        {"batch_index": e["batch_index"],
-         "batch_index_error_message": (e["batch_index_error_message"] or "").replace(COMPACTED_WITHOUT_KEY, named)}
-        for e in record_errors]
 
 
 def _rejected(name: str, index: int, code: int, message: str | None,
