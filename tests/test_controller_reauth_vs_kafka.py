@@ -10,6 +10,7 @@ listener) keeps working across several session ends."""
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from klog.protocol import ApiKey
 from klog.protocol.errors import ErrorCode
 from klog.testing.cluster import cluster_of
 from klog.testing.wire import WireClient
@@ -145,3 +147,53 @@ def test_the_node_keeps_working_across_session_ends(node: Any) -> None:
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{node.client_ports[node.node_ids[0]]}"})
     admin.create_topics([NewTopic("after-reauth", 1, 1)])["after-reauth"].result(timeout=60)
     assert "after-reauth" in admin.list_topics(timeout=30).topics
+
+
+# ---- the login's order on the controller listener, as Kafka's SaslServerAuthenticator (as on broker listeners,
+# tests/test_sasl_handshake_vs_kafka.py) ----------------------------------------------------------------------------
+
+def test_a_second_api_versions_before_the_login_closes_the_connection_unanswered(node: Any) -> None:
+    raw = Raw(node.controller_ports[node.controller_ids[0]])
+    try:
+        assert raw.api_versions() == ErrorCode.NONE
+        raw.send(ApiKey.API_VERSIONS, 3, {"client_software_name": "reauth-test", "client_software_version": "1"})
+        assert raw.is_closed_by_peer()
+    finally:
+        raw.close()
+
+
+def test_a_too_new_api_versions_gets_only_api_versions_versions_and_the_login_goes_on(node: Any) -> None:
+    raw = Raw(node.controller_ports[node.controller_ids[0]])
+    try:
+        client_id = raw.client_id.encode()   # a request header at v99 (correlation id 7), no body
+        body = struct.pack(">hhih", ApiKey.API_VERSIONS, 99, 7, len(client_id)) + client_id + b"\0"
+        raw.send_raw(struct.pack(">i", len(body)) + body)
+        correlation_id, answer = raw.receive(ApiKey.API_VERSIONS, 0)
+        assert (correlation_id, answer.error_code) == (7, ErrorCode.UNSUPPORTED_VERSION)
+        assert [(k.api_key, k.min_version) for k in answer.api_keys] == [(ApiKey.API_VERSIONS, 0)]
+        assert raw.login("controller").error_code == ErrorCode.NONE
+        assert raw.api_versions() == ErrorCode.NONE
+    finally:
+        raw.close()
+
+
+def _bare_token(raw: Raw, token: bytes) -> bytes:
+    """A bare SASL token (after SaslHandshake v0) and the node's bare answer."""
+    raw.send_raw(struct.pack(">i", len(token)) + token)
+    return raw.read_frame()
+
+
+def test_a_sasl_handshake_v0_login_takes_bare_token_frames(node: Any) -> None:
+    port = node.controller_ports[node.controller_ids[0]]
+    raw, refused = Raw(port), Raw(port)
+    try:
+        handshake = raw.request(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})
+        assert handshake.error_code == ErrorCode.NONE
+        assert _bare_token(raw, b"\0controller\0controller-secret") == b""
+        assert raw.api_versions() == ErrorCode.NONE
+        assert refused.request(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"}).error_code == ErrorCode.NONE
+        with pytest.raises(ConnectionError):   # a refused bare token: no header to answer, the connection closed
+            _bare_token(refused, b"\0controller\0wrong-secret")
+    finally:
+        raw.close()
+        refused.close()

@@ -1,7 +1,8 @@
 """The login and the ClusterAction check of a ``SASL_PLAINTEXT``/``SASL_SSL`` controller listener.
 
-Every connection to such a listener logs in first, as on Kafka's: ApiVersions, SaslHandshake v1 and SaslAuthenticate
-(KIP-152 framing) until the client is authenticated; then it speaks what it came for (the raft transport, an
+Every connection to such a listener logs in first, as on Kafka's SaslServerAuthenticator: one ApiVersions, then
+SaslHandshake v1 and SaslAuthenticate (KIP-152 framing), or SaslHandshake v0 and bare token frames, until the client
+is authenticated; then it speaks what it came for (the raft transport, an
 observer's metadata fetches, or Kafka requests). :meth:`ControllerLogin.login` runs that exchange on the raw stream
 (the raft driver calls it for every accepted connection before it reads the connection's first bytes), answering a
 failed login SASL_AUTHENTICATION_FAILED after ``connection.failed.authentication.delay.ms`` with one log line
@@ -44,7 +45,7 @@ log = logging.getLogger("klog.controller.login")
 
 _SIZE = struct.Struct(">i")
 #: what a client may send before it logged in: ApiVersions, SaslHandshake, SaslAuthenticate
-SASL_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 17: (1, 1), 36: (0, 2)}
+SASL_APIS: dict[int, tuple[int, int]] = {18: (0, 4), 17: (0, 1), 36: (0, 2)}
 #: a login (every exchange of it) must end within this long
 LOGIN_TIMEOUT_S = 10.0
 #: Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS: a connection starts at most one re-authentication a
@@ -142,6 +143,8 @@ class ControllerLogin:
                      ) -> KafkaPrincipal | None:
         settings = self.settings
         session: SaslSession | None = None
+        api_versions_answered = False   # Kafka takes one ApiVersions before the SaslHandshake
+        raw_tokens = False   # SaslHandshake v0: the login's tokens come and go as bare frames (before KIP-152)
         while True:
             head = await reader.readexactly(_SIZE.size)
             if head in _KLOG_PREAMBLES:
@@ -151,18 +154,32 @@ class ControllerLogin:
                             "raft" if head == _KLOG_PREAMBLES[0] else "observer")
                 return None
             (size,) = _SIZE.unpack(head)
-            if not 0 < size <= settings.max_receive_size + 1024:
-                log.warning("controller listener %s: %s sent a %d-byte request before logging in; closing",
-                            settings.listener, _peer_text(peer), size)
+            if not 0 <= size <= settings.max_receive_size:   # Kafka's sasl.server.max.receive.size, unanswered
+                log.warning("controller listener %s: %s sent a %d-byte frame before logging in (above "
+                            "sasl.server.max.receive.size); closing", settings.listener, _peer_text(peer), size)
                 return None
             frame = await reader.readexactly(size)
+            if raw_tokens:
+                assert session is not None
+                try:
+                    answer = await _authenticate(session, frame)
+                except AuthenticationFailed as exc:   # no header to answer: closed, as Kafka's authenticator
+                    await self._failed(session, peer, exc)
+                    return None
+                writer.write(_SIZE.pack(len(answer)) + answer)
+                await writer.drain()
+                if session.principal is not None:
+                    return self._logged_in(session, writer, session.session_lifetime_ms(settings.reauth_ms))
+                continue
             header, offset = decode_request_header(frame)
             api_key, version = int(header.api_key), int(header.api_version)
             allowed = SASL_APIS.get(api_key)
             if allowed is None or not allowed[0] <= version <= allowed[1]:
-                if api_key == 18:   # KIP-511: a too-new ApiVersions is answered in v0 with the versions served
+                if api_key == 18:   # KIP-511: a too-new ApiVersions is answered in v0 with ApiVersions's versions
+                    low, high = self.apis[18]
                     self._answer(writer, 18, 0, header.correlation_id,
-                                 {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": self._api_keys()})
+                                 {"error_code": ErrorCode.UNSUPPORTED_VERSION,
+                                  "api_keys": [{"api_key": 18, "min_version": low, "max_version": high}]})
                     await writer.drain()
                     continue
                 log.warning("controller listener %s (%s): %s sent api %d v%d before logging in; closing",
@@ -170,6 +187,11 @@ class ControllerLogin:
                 return None
             request = decode_request(header, frame, offset)
             if api_key == 18:
+                if api_versions_answered or session is not None:
+                    log.warning("controller listener %s: %s sent ApiVersions again before logging in; closing",
+                                settings.listener, _peer_text(peer))
+                    return None
+                api_versions_answered = True
                 self._answer(writer, 18, version, header.correlation_id,
                              {"error_code": ErrorCode.NONE, "throttle_time_ms": 0, "api_keys": self._api_keys()})
             elif api_key == 17:
@@ -190,6 +212,7 @@ class ControllerLogin:
                     return None
                 self._answer(writer, 17, version, header.correlation_id,
                              {"error_code": ErrorCode.NONE, "mechanisms": session.enabled})
+                raw_tokens = version == 0
             else:
                 if session is None or session.mechanism is None:
                     log.warning("controller listener %s: %s sent SaslAuthenticate before SaslHandshake; closing",
@@ -203,11 +226,7 @@ class ControllerLogin:
                             "is above sasl.server.max.receive.size", f"SASL token of {len(token)} bytes")
                     answer = await _authenticate(session, token)
                 except AuthenticationFailed as exc:
-                    self.failed_logins += 1
-                    log.warning("failed authentication from %s on controller listener %s (%s): %s",
-                                _peer_text(peer), settings.listener, session.mechanism, exc.log_reason)
-                    if settings.failed_delay_s > 0:
-                        await asyncio.sleep(settings.failed_delay_s)
+                    await self._failed(session, peer, exc)
                     self._answer(writer, 36, version, header.correlation_id,
                                  {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": str(exc),
                                   "auth_bytes": b"", "session_lifetime_ms": 0})
@@ -216,16 +235,30 @@ class ControllerLogin:
                 # a v0 client is told no lifetime, but its session ends too (KIP-368)
                 lifetime = session.session_lifetime_ms(settings.reauth_ms)
                 self._answer(writer, 36, version, header.correlation_id,
-                             {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer,
+                             {"error_code": ErrorCode.NONE, "error_message": "", "auth_bytes": answer,
                               "session_lifetime_ms": (lifetime or 0) if version >= 1 else 0})
                 if session.principal is not None:
-                    if lifetime is not None:
-                        self._session_ends[writer] = time.monotonic() + lifetime / 1000
-                    if session.mechanism is not None:
-                        self._mechanisms[writer] = session.mechanism
                     await writer.drain()
-                    return session.principal
+                    return self._logged_in(session, writer, lifetime)
             await writer.drain()
+
+    async def _failed(self, session: SaslSession, peer: Any, exc: AuthenticationFailed) -> None:
+        """A refused login: counted, logged (peer, mechanism, why; never a password) and held
+        ``connection.failed.authentication.delay.ms`` before its answer or the close."""
+        self.failed_logins += 1
+        log.warning("failed authentication from %s on controller listener %s (%s): %s",
+                    _peer_text(peer), self.settings.listener, session.mechanism, exc.log_reason)
+        if self.settings.failed_delay_s > 0:
+            await asyncio.sleep(self.settings.failed_delay_s)
+
+    def _logged_in(self, session: SaslSession, writer: asyncio.StreamWriter, lifetime_ms: int | None
+                   ) -> KafkaPrincipal | None:
+        """A completed login: its session's end and mechanism kept for the connection; its principal."""
+        if lifetime_ms is not None:
+            self._session_ends[writer] = time.monotonic() + lifetime_ms / 1000
+        if session.mechanism is not None:
+            self._mechanisms[writer] = session.mechanism
+        return session.principal
 
     def session_end(self, writer: asyncio.StreamWriter) -> float | None:
         """When the session of ``writer``'s connection ends (monotonic seconds: its login plus
@@ -355,7 +388,7 @@ class Reauthentication:
         if session.principal is not None:
             self.expires_at = None if lifetime is None else time.monotonic() + lifetime / 1000
             self._session = None
-        return {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer,
+        return {"error_code": ErrorCode.NONE, "error_message": "", "auth_bytes": answer,
                 "session_lifetime_ms": (lifetime or 0) if version >= 1 else 0}
 
 
