@@ -611,10 +611,11 @@ def _wait_for_ack(broker: HandlerBroker, request: ProduceRequest, name: str, ind
 def _rejected(name: str, index: int, code: int, message: str | None,
               record_errors: list[ProduceResponseBatchIndexAndErrorMessage], client_id: str | None) -> ProduceResponsePartitionProduceResponse:
     """The partition response refusing a batch, logged (one line a second at most). Its message goes on the wire
-    only beside record errors: Kafka words no other refusal of a batch (ReplicaManager's hasCustomErrorMessage is
-    set for a RecordValidationException alone)."""
+    for every refusal: Kafka words only those with record errors (ReplicaManager's hasCustomErrorMessage is set for
+    a RecordValidationException alone); klog's words say which field of which record was wrong (a kept difference,
+    docs/compatibility.md)."""
     _rejections.log(name, index, code, message or "", client_id)
-    response = _partition_error(index, code, message if record_errors else None)
+    response = _partition_error(index, code, message)
     response["record_errors"] = record_errors
     return response
 
