@@ -10,7 +10,6 @@ listener) keeps working across several session ends."""
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,9 +164,7 @@ def test_a_second_api_versions_before_the_login_closes_the_connection_unanswered
 def test_a_too_new_api_versions_gets_only_api_versions_versions_and_the_login_goes_on(node: Any) -> None:
     raw = Raw(node.controller_ports[node.controller_ids[0]])
     try:
-        client_id = raw.client_id.encode()   # a request header at v99 (correlation id 7), no body
-        body = struct.pack(">hhih", ApiKey.API_VERSIONS, 99, 7, len(client_id)) + client_id + b"\0"
-        raw.send_raw(struct.pack(">i", len(body)) + body)
+        raw.send_header_only(ApiKey.API_VERSIONS, 99, correlation_id=7)
         correlation_id, answer = raw.receive(ApiKey.API_VERSIONS, 0)
         assert (correlation_id, answer.error_code) == (7, ErrorCode.UNSUPPORTED_VERSION)
         assert [(k.api_key, k.min_version) for k in answer.api_keys] == [(ApiKey.API_VERSIONS, 0)]
@@ -177,23 +174,17 @@ def test_a_too_new_api_versions_gets_only_api_versions_versions_and_the_login_go
         raw.close()
 
 
-def _bare_token(raw: Raw, token: bytes) -> bytes:
-    """A bare SASL token (after SaslHandshake v0) and the node's bare answer."""
-    raw.send_raw(struct.pack(">i", len(token)) + token)
-    return raw.read_frame()
-
-
 def test_a_sasl_handshake_v0_login_takes_bare_token_frames(node: Any) -> None:
     port = node.controller_ports[node.controller_ids[0]]
     raw, refused = Raw(port), Raw(port)
     try:
         handshake = raw.request(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})
         assert handshake.error_code == ErrorCode.NONE
-        assert _bare_token(raw, b"\0controller\0controller-secret") == b""
+        assert raw.sasl_token(b"\0controller\0controller-secret") == b""
         assert raw.api_versions() == ErrorCode.NONE
         assert refused.request(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"}).error_code == ErrorCode.NONE
         with pytest.raises(ConnectionError):   # a refused bare token: no header to answer, the connection closed
-            _bare_token(refused, b"\0controller\0wrong-secret")
+            refused.sasl_token(b"\0controller\0wrong-secret")
     finally:
         raw.close()
         refused.close()

@@ -115,7 +115,7 @@ def test_a_second_api_versions_before_the_handshake_closes_the_connection_unansw
 def test_a_too_new_api_versions_before_the_handshake_is_answered_and_the_login_goes_on(port: int) -> None:
     with Sasl(port) as wire:
         # Kafka answers an ApiVersions above its versions in v0's format (KIP-511), and the login goes on
-        wire.send_raw(_api_versions_frame(wire, version=99))
+        wire.send_header_only(ApiKey.API_VERSIONS, 99, correlation_id=7)
         got_cid, answer = wire.receive(ApiKey.API_VERSIONS, 0)
         assert got_cid == 7 and answer.error_code == ErrorCode.UNSUPPORTED_VERSION
         assert [(k.api_key, k.min_version) for k in answer.api_keys] == [(ApiKey.API_VERSIONS, 0)]
@@ -127,17 +127,10 @@ def test_a_too_new_api_versions_before_the_handshake_is_answered_and_the_login_g
 def test_a_too_new_api_versions_gets_only_the_api_versions_versions_on_a_plaintext_listener_too(
         server: tuple[str, int]) -> None:
     with WireClient.of_bootstrap(server[0]) as wire:
-        wire.send_raw(_api_versions_frame(wire, version=99))
+        wire.send_header_only(ApiKey.API_VERSIONS, 99, correlation_id=7)
         got_cid, answer = wire.receive(ApiKey.API_VERSIONS, 0)
         assert (got_cid, answer.error_code) == (7, ErrorCode.UNSUPPORTED_VERSION)
         assert [(k.api_key, k.min_version) for k in answer.api_keys] == [(ApiKey.API_VERSIONS, 0)]
-
-
-def _api_versions_frame(wire: WireClient, version: int) -> bytes:
-    """An ApiVersions request header at ``version`` (correlation id 7) without a body, size-prefixed."""
-    client_id = wire.client_id.encode()
-    body = struct.pack(">hhih", ApiKey.API_VERSIONS, version, 7, len(client_id)) + client_id + b"\0"
-    return struct.pack(">i", len(body)) + body
 
 
 @pytest.mark.parametrize("token, message", [
@@ -245,7 +238,7 @@ def test_a_sasl_handshake_after_the_login_without_re_authentication_is_illegal_a
 
 def test_a_first_frame_above_the_sasl_receive_limit_closes_the_connection_unanswered(port: int) -> None:
     with Sasl(port) as wire:
-        wire.send_raw(struct.pack(">i", 524289) + _api_versions_frame(wire, version=3)[4:])
+        wire.send_raw(struct.pack(">i", 524289) + struct.pack(">hhih", ApiKey.API_VERSIONS, 3, 7, 1) + b"t")
         assert wire.is_closed_by_peer()
 
 
@@ -270,19 +263,13 @@ def test_sasl_requests_on_a_plaintext_listener_are_illegal_and_the_connection_st
         assert wire.request(ApiKey.METADATA, 9, {"topics": []}).brokers
 
 
-def _raw_token(wire: WireClient, token: bytes) -> bytes:
-    """A bare SASL token (after SaslHandshake v0) and the broker's bare answer."""
-    wire.send_raw(struct.pack(">i", len(token)) + token)
-    return wire.read_frame()
-
-
 def test_sasl_handshake_v0_is_followed_by_raw_scram_tokens(port: int) -> None:
     client = ScramClient(SCRAM, "carol", "carol-pw")
     with Sasl(port) as wire:
         assert wire.handshake(SCRAM, version=0).error_code == ErrorCode.NONE
-        server_first = _raw_token(wire, client.first())
+        server_first = wire.sasl_token(client.first())
         assert f",i={SCRAM_ITERATIONS}".encode() in server_first
-        client.verify(_raw_token(wire, client.final(server_first)))
+        client.verify(wire.sasl_token(client.final(server_first)))
         assert wire.api_versions().error_code == ErrorCode.NONE
 
 
@@ -290,12 +277,12 @@ def test_a_refused_raw_token_closes_the_connection_unanswered(port: int) -> None
     with Sasl(port) as wire:
         assert wire.handshake("PLAIN", version=0).error_code == ErrorCode.NONE
         with pytest.raises(ConnectionError):
-            _raw_token(wire, b"\0alice\0wrong-pw")
+            wire.sasl_token(b"\0alice\0wrong-pw")
 
 
 def test_sasl_handshake_v0_is_followed_by_raw_tokens(port: int) -> None:
     with Sasl(port) as wire:
         answer = wire.handshake("PLAIN", version=0)
         assert (answer.error_code, answer.mechanisms) == (ErrorCode.NONE, ["PLAIN", SCRAM])
-        assert _raw_token(wire, b"\0alice\0alice-pw") == b""
+        assert wire.sasl_token(b"\0alice\0alice-pw") == b""
         assert wire.api_versions().error_code == ErrorCode.NONE

@@ -68,6 +68,18 @@ class WireClient:
         """One response frame without its size prefix; raises ConnectionError when the broker closed."""
         return read_frame(self.sock)
 
+    def send_header_only(self, api_key: int, version: int, correlation_id: int) -> None:
+        """A request header (v1: no tagged fields) at any ``version``, without a body: what a client newer than the
+        broker sends first (a too-new ApiVersions, KIP-511)."""
+        client_id = (self.client_id or "").encode()
+        header = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id + b"\0"
+        self.sock.sendall(struct.pack(">i", len(header)) + header)
+
+    def sasl_token(self, token: bytes) -> bytes:
+        """A bare SASL token (after SaslHandshake v0, no request header) and the broker's bare answer."""
+        self.sock.sendall(struct.pack(">i", len(token)) + token)
+        return self.read_frame()
+
     def receive(self, api_key: int, version: int) -> tuple[int, Any]:
         return decode_response(api_key, version, self.read_frame())
 
